@@ -1,0 +1,245 @@
+--- perfmon: which plugin, page or sandbox is making this Lua host slow.
+--
+-- The C core (perfmon.core) runs the hook and the stopwatches; this module
+-- is the API: groups, monitors with probes, snapshots and their arithmetic,
+-- event markers and JSON.
+
+local core = require("perfmon.core")
+
+local perfmon = {}
+
+local PROBES = core.probes -- { jank = bit, blocking = bit, ... }
+local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
+
+local function arg_error(n, fname, msg)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 3)
+end
+
+local function check_callable(fn, n, fname)
+  local mt = getmetatable(fn)
+  if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
+    arg_error(n, fname, "function expected, got " .. type(fn))
+  end
+end
+
+----------------------------------------------------------------------------
+-- Groups and environments
+----------------------------------------------------------------------------
+
+perfmon.group = core.group
+perfmon.attach = core.attach
+perfmon.detach = core.detach
+
+local function check_env(fname, n, env, group)
+  if type(env) ~= "table" then
+    arg_error(n, fname, "table expected, got " .. type(env))
+  end
+  if group ~= nil and not core.is_group(group) then
+    arg_error(n + 1, fname, "perfmon.group expected, got " .. type(group))
+  end
+end
+
+local function register(fn, env, group)
+  if group ~= nil then core.attach(env, group) end
+  core.chunk(fn)
+  return fn
+end
+
+--- Loads a text chunk with env as its environment, attached to group.
+-- Returns the function, or nil and the message, as load does.
+function perfmon.load(src, chunkname, env, group)
+  if type(src) ~= "string" and type(src) ~= "function" then
+    arg_error(1, "load", "string or function expected, got " .. type(src))
+  end
+  if chunkname ~= nil and type(chunkname) ~= "string" then
+    arg_error(2, "load", "string expected, got " .. type(chunkname))
+  end
+  check_env("load", 3, env, group)
+  local fn, err = load(src, chunkname, "t", env)
+  if not fn then return nil, err end
+  return register(fn, env, group)
+end
+
+--- Loads a text file with env as its environment, attached to group.
+function perfmon.loadfile(path, env, group)
+  if type(path) ~= "string" then
+    arg_error(1, "loadfile", "string expected, got " .. type(path))
+  end
+  check_env("loadfile", 2, env, group)
+  local fn, err = loadfile(path, "t", env)
+  if not fn then return nil, err end
+  return register(fn, env, group)
+end
+
+----------------------------------------------------------------------------
+-- Events, nested loops, blocking calls
+----------------------------------------------------------------------------
+
+perfmon.event_begin = core.event_begin
+perfmon.event_end = core.event_end
+
+-- Ends the bracket whatever happened inside, then returns or re-raises.
+local function finish(close, ok, ...)
+  close()
+  if not ok then error((...), 0) end
+  return ...
+end
+
+--- Runs fn(...) as one iteration of the event loop; returns its results.
+function perfmon.event(fn, ...)
+  check_callable(fn, 1, "event")
+  core.event_begin()
+  return finish(core.event_end, pcall(fn, ...))
+end
+
+--- Runs fn(...) as a nested event loop: the measures of the iteration that
+-- spins it are cancelled, so it is not charged for what runs inside.
+function perfmon.nested_loop(fn, ...)
+  check_callable(fn, 1, "nested_loop")
+  core.nested_enter()
+  return finish(core.nested_leave, pcall(fn, ...))
+end
+
+--- Runs fn(...) as a blocking call: its wall time is charged as
+-- blocking_us to the groups running around it.
+function perfmon.blocking(fn, ...)
+  check_callable(fn, 1, "blocking")
+  core.blocking_begin()
+  return finish(core.blocking_end, pcall(fn, ...))
+end
+
+----------------------------------------------------------------------------
+-- Snapshots
+----------------------------------------------------------------------------
+
+local Snapshot = {}
+Snapshot.__index = Snapshot
+
+local function longest(durations)
+  for k = #durations, 1, -1 do
+    if durations[k] > 0 then return k end
+  end
+  return 0
+end
+
+local function stats_minus(new, old)
+  local d = {
+    id = new.id, name = new.name, kind = new.kind,
+    memberships = table.move(new.memberships, 1, #new.memberships, 1, {}),
+    durations = {},
+  }
+  for _, f in ipairs(STAT_FIELDS) do
+    d[f] = new[f] - (old and old[f] or 0)
+  end
+  for k = 1, #new.durations do
+    d.durations[k] = new.durations[k] - (old and old.durations[k] or 0)
+  end
+  d.longest = longest(d.durations)
+  return d
+end
+
+--- What happened between older and self: same shape; a group new since
+-- older counts from zero; time is the elapsed wall time in µs.
+function Snapshot:subtract(older)
+  if getmetatable(older) ~= Snapshot then
+    error("bad argument #1 to 'subtract' (snapshot expected, got " .. type(older) .. ")", 2)
+  end
+  local groups = {}
+  for id, st in pairs(self.groups) do
+    groups[id] = stats_minus(st, older.groups[id])
+  end
+  return setmetatable({
+    time = self.time - older.time,
+    process = stats_minus(self.process, older.process),
+    groups = groups,
+  }, Snapshot)
+end
+
+local function same(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do
+    if not same(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+--- Whether two snapshots hold the same time and statistics.
+function Snapshot:equals(other)
+  return getmetatable(other) == Snapshot and same(self, other)
+end
+
+----------------------------------------------------------------------------
+-- Monitors
+----------------------------------------------------------------------------
+
+local Monitor = {}
+Monitor.__index = Monitor
+
+local function probe_mask(probes)
+  if type(probes) ~= "table" then
+    arg_error(1, "monitor", "table of probe names expected, got " .. type(probes))
+  end
+  local mask = 0
+  for i, name in ipairs(probes) do
+    local bit = PROBES[name]
+    if not bit then
+      arg_error(1, "monitor", ("unknown probe %q at index %d (probes: jank, blocking, ticks, chunks)")
+        :format(tostring(name), i))
+    end
+    mask = mask | bit
+  end
+  if mask == 0 then
+    arg_error(1, "monitor", "at least one probe expected (jank, blocking, ticks, chunks)")
+  end
+  return mask
+end
+
+--- Opens a monitor holding the named probes: "jank" (CPU times and the
+-- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
+function perfmon.monitor(probes)
+  local mask = probe_mask(probes)
+  core.open(mask)
+  return setmetatable({ mask = mask, closed = false }, Monitor)
+end
+
+--- Releases the monitor's probes; closing twice does nothing.
+function Monitor:close()
+  if not self.closed then
+    self.closed = true
+    core.close(self.mask)
+  end
+end
+
+Monitor.__close = Monitor.close
+Monitor.__gc = Monitor.close
+
+--- Totals since monitoring began, up to now (an open event is committed
+-- when it ends).
+function Monitor:snapshot()
+  if self.closed then error("snapshot: the monitor is closed", 2) end
+  return setmetatable(core.stats(), Snapshot)
+end
+
+----------------------------------------------------------------------------
+-- JSON
+----------------------------------------------------------------------------
+
+--- The snapshot as JSON (lua-cjson); groups are keyed by their id.
+function perfmon.json(snap)
+  if getmetatable(snap) ~= Snapshot then
+    arg_error(1, "json", "snapshot expected, got " .. type(snap))
+  end
+  local cjson = require("cjson")
+  local groups = {}
+  for id, st in pairs(snap.groups) do groups[tostring(id)] = st end
+  local text = cjson.encode({ time = snap.time, process = snap.process, groups = groups })
+  -- cjson writes an empty table as {}: memberships is always a list
+  return (text:gsub('"memberships":{}', '"memberships":[]'))
+end
+
+perfmon.info = core.info
+
+return perfmon

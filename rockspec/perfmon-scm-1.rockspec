@@ -1,0 +1,51 @@
+rockspec_format = "3.0"
+package = "perfmon"
+version = "scm-1"
+
+source = {
+  -- Placeholder: build from a checkout with `luarocks make`.
+  url = "git+file://.",
+}
+
+description = {
+  summary = "Tells a Lua host which plugin, page or sandbox is making it slow",
+  detailed = [[
+perfmon attributes the CPU time of a Lua 5.4 state to performance groups
+(plugins, pages, sandboxes), after the design of Firefox's Performance Stats.
+]],
+}
+
+-- On Debian, lua-cjson comes from the Debian package of that name, which
+-- luarocks does not see (Debian installs no rock manifest for it).  A plain
+-- `luarocks make` would then try to download it; tools/luarocks-make-test
+-- declares it as provided by the system (rocks_provided) instead.
+dependencies = {
+  "lua >= 5.4, < 5.5",
+  "lua-cjson",
+}
+
+-- Both lists below must match the files in src/*.c and lua/**.lua exactly:
+-- tools/luarocks-make-test fails when they drift apart.
+build = {
+  type = "builtin",
+  modules = {
+    ["perfmon.core"] = {
+      sources = {
+        "src/clock.c",
+        "src/group.c",
+        "src/hook.c",
+        "src/host.c",
+        "src/lperfmon.c",
+        "src/map.c",
+        "src/state.c",
+        "src/stopwatch.c",
+        "src/watch.c",
+      },
+      incdirs = { "src" },
+      -- CMakeLists.txt builds with -std=c11 and the same define; the builtin
+      -- backend takes compiler flags only from CFLAGS (see the test script).
+      defines = { "_POSIX_C_SOURCE=200809L" },
+    },
+    ["perfmon"] = "lua/perfmon/init.lua",
+  },
+}

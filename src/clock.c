@@ -1,0 +1,86 @@
+/*
+** clock.c -- cycle counter, CPU id, thread CPU time, wall time.
+**
+** The design documents' RDTSC pitfalls are handled by the stopwatch, not
+** here: this file only reads clocks.  rdtscp is used when the CPU has it,
+** because it also returns the CPU id, which lets a measure that started
+** and ended on different CPUs be discarded.
+*/
+#define _GNU_SOURCE
+#include "clock.h"
+
+#include <sys/resource.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+static int has_rdtscp;
+
+void pm_clock_init(void) {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (__get_cpuid(0x80000001, &a, &b, &c, &d))
+    has_rdtscp = (d >> 27) & 1;
+#endif
+}
+
+uint64_t pm_cycles(uint32_t *cpu) {
+#if defined(__x86_64__)
+  if (has_rdtscp) {
+    unsigned aux;
+    uint64_t t = __rdtscp(&aux);
+    *cpu = aux & 0xfff; /* Linux puts the node above bit 12 */
+    return t;
+  }
+  *cpu = PM_CPU_UNKNOWN;
+  return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t t;
+  __asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(t));
+  *cpu = PM_CPU_UNKNOWN;
+  return t;
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  *cpu = PM_CPU_UNKNOWN;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+const char *pm_clock_name(void) {
+#if defined(__x86_64__)
+  return has_rdtscp ? "rdtscp" : "rdtsc";
+#elif defined(__aarch64__)
+  return "cntvct_el0";
+#else
+  return "clock_gettime";
+#endif
+}
+
+void pm_cputime(pm_CpuTime *t) {
+  struct rusage ru;
+#if defined(RUSAGE_THREAD)
+  getrusage(RUSAGE_THREAD, &ru);
+#else
+  getrusage(RUSAGE_SELF, &ru);
+#endif
+  t->user_us = (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec;
+  t->system_us = (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
+}
+
+static double read_us(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+double pm_wall_us(void) {
+  return read_us(CLOCK_MONOTONIC);
+}
+
+double pm_realtime_us(void) {
+  return read_us(CLOCK_REALTIME);
+}

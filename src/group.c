@@ -1,0 +1,376 @@
+/*
+** group.c -- groups, interned sets, environment and chunk records.
+*/
+#include "group.h"
+
+#include <string.h>
+
+#include "state.h"
+
+/*
+** {======================================================
+** Groups
+** =======================================================
+*/
+
+pm_Group *pm_group_new(pm_State *S, const char *name, const char *kind) {
+  pm_Group *g;
+  if (S->ngroups == S->groupcap) {
+    int cap = S->groupcap ? S->groupcap * 2 : 16;
+    pm_Group **a = pm_alloc(S, (size_t)cap * sizeof(*a));
+    if (a == NULL)
+      return NULL;
+    if (S->groups) {
+      memcpy(a, S->groups, (size_t)S->ngroups * sizeof(*a));
+      pm_free(S, S->groups, (size_t)S->groupcap * sizeof(*a));
+    }
+    S->groups = a;
+    S->groupcap = cap;
+  }
+  g = pm_alloc(S, sizeof(*g));
+  if (g == NULL)
+    return NULL;
+  memset(g, 0, sizeof(*g));
+  g->name = pm_strdup(S, name);
+  g->kind = pm_strdup(S, kind);
+  if (g->name == NULL || g->kind == NULL) {
+    pm_strfree(S, g->name);
+    pm_strfree(S, g->kind);
+    pm_free(S, g, sizeof(*g));
+    return NULL;
+  }
+  g->id = S->ngroups + 1;
+  S->groups[S->ngroups++] = g;
+  return g;
+}
+
+pm_Group *pm_group_get(pm_State *S, int id) {
+  return (id >= 1 && id <= S->ngroups) ? S->groups[id - 1] : NULL;
+}
+
+static int is_function(uintptr_t v, void *arg) {
+  (void)arg;
+  return PM_TAG(v) <= PM_FN_WRAP;
+}
+
+void pm_functions_forget(pm_State *S) {
+  pm_map_filter(&S->known, is_function, NULL);
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Environments
+** =======================================================
+*/
+
+pm_Env *pm_env_get(pm_State *S, const void *table, int create) {
+  uintptr_t v = pm_map_get(&S->known, table);
+  pm_Env *e;
+  if (v != 0 && PM_TAG(v) == PM_ENV)
+    return PM_PTR(v);
+  if (!create)
+    return NULL;
+  e = pm_alloc(S, sizeof(*e));
+  if (e == NULL)
+    return NULL;
+  memset(e, 0, sizeof(*e));
+  e->table = table;
+  if (!pm_map_put(&S->known, table, (uintptr_t)e | PM_ENV, S->falloc,
+                  S->fud)) {
+    pm_free(S, e, sizeof(*e));
+    return NULL;
+  }
+  e->next = S->envs;
+  if (S->envs)
+    S->envs->prev = e;
+  S->envs = e;
+  return e;
+}
+
+static int env_find(const pm_Env *e, const pm_Group *g) {
+  int i;
+  for (i = 0; i < e->n; i++)
+    if (e->g[i] == g)
+      return i;
+  return -1;
+}
+
+int pm_env_attach(pm_State *S, pm_Env *e, pm_Group *g) {
+  if (env_find(e, g) >= 0)
+    return 1;
+  if (e->n == PM_ENV_GROUPS)
+    return 0;
+  e->g[e->n++] = g;
+  g->nenv++;
+  pm_functions_forget(S);
+  return 1;
+}
+
+int pm_env_detach(pm_State *S, pm_Env *e, pm_Group *g) {
+  int i = env_find(e, g);
+  if (i < 0)
+    return 0;
+  e->g[i] = e->g[--e->n];
+  g->nenv--;
+  pm_functions_forget(S);
+  return 1;
+}
+
+static void env_free(pm_State *S, pm_Env *e) {
+  int i;
+  for (i = 0; i < e->n; i++)
+    e->g[i]->nenv--;
+  if (e->prev)
+    e->prev->next = e->next;
+  else
+    S->envs = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  pm_free(S, e, sizeof(*e));
+}
+
+void pm_env_unref(pm_State *S, pm_Env *e) {
+  if (--e->refs == 0 && e->table == NULL)
+    env_free(S, e);
+}
+
+void pm_env_forget(pm_State *S, pm_Env *e) {
+  /* chunks loaded with it may outlive the table: their env-less
+     functions still belong to its groups */
+  e->table = NULL;
+  if (e->refs == 0)
+    env_free(S, e);
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Chunks
+** =======================================================
+*/
+
+pm_Chunk *pm_chunk_get(pm_State *S, const void *source, int create) {
+  uintptr_t v = pm_map_get(&S->known, source);
+  pm_Chunk *c;
+  if (v != 0 && PM_TAG(v) == PM_CHUNK)
+    return PM_PTR(v);
+  if (!create)
+    return NULL;
+  c = pm_alloc(S, sizeof(*c));
+  if (c == NULL)
+    return NULL;
+  memset(c, 0, sizeof(*c));
+  if (!pm_map_put(&S->known, source, (uintptr_t)c | PM_CHUNK, S->falloc,
+                  S->fud)) {
+    pm_free(S, c, sizeof(*c));
+    return NULL;
+  }
+  return c;
+}
+
+void pm_chunk_set_env(pm_State *S, pm_Chunk *c, pm_Env *e) {
+  if (c->env == e || c->ambiguous)
+    return;
+  if (c->env == NULL) {
+    c->env = e;
+    e->refs++;
+  } else {
+    /* two chunks of different environments share one interned source
+       name: their env-less functions cannot be told apart */
+    c->ambiguous = 1;
+  }
+  if (c->unresolved || c->ambiguous)
+    pm_functions_forget(S);
+}
+
+void pm_chunk_forget(pm_State *S, pm_Chunk *c) {
+  if (c->env)
+    pm_env_unref(S, c->env);
+  pm_free(S, c, sizeof(*c));
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Sets
+** =======================================================
+*/
+
+static uint32_t set_hash(pm_Group *const *g, int n) {
+  uint32_t h = 2166136261u ^ (uint32_t)n;
+  int i;
+  for (i = 0; i < n; i++)
+    h = (h ^ (uint32_t)(g[i]->id)) * 16777619u;
+  return h;
+}
+
+static void sort_groups(pm_Group **g, int n) {
+  int i, j;
+  for (i = 1; i < n; i++) { /* n <= PM_SET_MAX: insertion sort */
+    pm_Group *x = g[i];
+    for (j = i; j > 0 && g[j - 1]->id > x->id; j--)
+      g[j] = g[j - 1];
+    g[j] = x;
+  }
+}
+
+static int sets_grow(pm_State *S) {
+  size_t cap = S->sets ? (S->setmask + 1) * 2 : 64, i;
+  pm_Set **a = pm_alloc(S, cap * sizeof(*a));
+  if (a == NULL)
+    return 0;
+  memset(a, 0, cap * sizeof(*a));
+  if (S->sets) {
+    for (i = 0; i <= S->setmask; i++) {
+      pm_Set *s = S->sets[i], *next;
+      for (; s != NULL; s = next) {
+        next = s->next;
+        s->next = a[s->hash & (cap - 1)];
+        a[s->hash & (cap - 1)] = s;
+      }
+    }
+    pm_free(S, S->sets, (S->setmask + 1) * sizeof(*a));
+  }
+  S->sets = a;
+  S->setmask = cap - 1;
+  return 1;
+}
+
+static pm_Set *set_intern(pm_State *S, pm_Group **g, int n) {
+  uint32_t h;
+  pm_Set *s;
+  size_t size;
+  sort_groups(g, n);
+  h = set_hash(g, n);
+  if (S->sets != NULL)
+    for (s = S->sets[h & S->setmask]; s != NULL; s = s->next)
+      if (s->hash == h && s->n == n &&
+          memcmp(s->g, g, (size_t)n * sizeof(*g)) == 0)
+        return s;
+  if ((S->sets == NULL || S->nsets + 1 > S->setmask + 1) && !sets_grow(S))
+    return NULL;
+  size = sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
+  s = pm_alloc(S, size);
+  if (s == NULL)
+    return NULL;
+  s->hash = h;
+  s->n = n;
+  memcpy(s->g, g, (size_t)n * sizeof(*g));
+  s->next = S->sets[h & S->setmask];
+  S->sets[h & S->setmask] = s;
+  S->nsets++;
+  return s;
+}
+
+static size_t set_size(const pm_Set *s) {
+  return sizeof(pm_Set) + (size_t)(s->n > 0 ? s->n - 1 : 0) * sizeof(pm_Group *);
+}
+
+pm_Set *pm_set_for(pm_State *S, pm_Env *e, pm_Chunk *c,
+                   const char *chunkname) {
+  pm_Group *g[PM_SET_MAX];
+  int n = 0;
+  if (e != NULL) {
+    memcpy(g, e->g, (size_t)e->n * sizeof(*g));
+    n = e->n;
+  }
+  if (c != NULL && (S->probes & PM_BIT(PM_PROBE_CHUNKS))) {
+    if (c->group == NULL) {
+      c->group = pm_group_new(S, chunkname, "chunk");
+      if (c->group == NULL)
+        return NULL;
+      if (c->env) {
+        c->group->chunk_env = c->env;
+        c->env->refs++;
+      }
+    }
+    g[n++] = c->group;
+  }
+  return set_intern(S, g, n);
+}
+
+void pm_sets_free(pm_State *S) {
+  size_t i;
+  if (S->sets == NULL)
+    return;
+  for (i = 0; i <= S->setmask; i++) {
+    pm_Set *s = S->sets[i], *next;
+    for (; s != NULL; s = next) {
+      next = s->next;
+      pm_free(S, s, set_size(s));
+    }
+  }
+  pm_free(S, S->sets, (S->setmask + 1) * sizeof(pm_Set *));
+  S->sets = NULL;
+  S->nsets = 0;
+  S->empty = NULL;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Memberships and teardown
+** =======================================================
+*/
+
+static int add_id(int *ids, int n, int max, int id) {
+  if (n < max)
+    ids[n] = id;
+  return n + 1;
+}
+
+int pm_memberships(pm_State *S, pm_Group *g, int *ids, int max) {
+  pm_Group *cand[PM_ENV_GROUPS];
+  int ncand = -1, n = 0, i;
+  const pm_Env *e;
+  n = add_id(ids, n, max, 0); /* everything runs in the process */
+  if (g->chunk_env != NULL) {
+    for (i = 0; i < g->chunk_env->n; i++)
+      n = add_id(ids, n, max, g->chunk_env->g[i]->id);
+    return n;
+  }
+  for (e = S->envs; e != NULL && ncand != 0; e = e->next) {
+    int k = 0;
+    if (env_find(e, g) < 0)
+      continue;
+    if (ncand < 0) { /* first environment: every other group is a candidate */
+      for (i = 0; i < e->n; i++)
+        if (e->g[i] != g)
+          cand[k++] = e->g[i];
+    } else { /* later ones: keep the candidates attached here too */
+      for (i = 0; i < ncand; i++)
+        if (env_find(e, cand[i]) >= 0)
+          cand[k++] = cand[i];
+    }
+    ncand = k;
+  }
+  for (i = 0; i < ncand; i++)
+    n = add_id(ids, n, max, cand[i]->id);
+  return n;
+}
+
+void pm_groups_free(pm_State *S) {
+  int i;
+  while (S->envs != NULL) {
+    pm_Env *e = S->envs;
+    S->envs = e->next;
+    pm_free(S, e, sizeof(*e));
+  }
+  for (i = 0; i < S->ngroups; i++) {
+    pm_strfree(S, S->groups[i]->name);
+    pm_strfree(S, S->groups[i]->kind);
+    pm_free(S, S->groups[i], sizeof(pm_Group));
+  }
+  if (S->groups)
+    pm_free(S, S->groups, (size_t)S->groupcap * sizeof(pm_Group *));
+  S->groups = NULL;
+  S->ngroups = S->groupcap = 0;
+  pm_sets_free(S);
+}
+
+/* }====================================================== */

@@ -1,0 +1,448 @@
+/*
+** hook.c -- the hook, shadow stacks, thread switches, function resolution.
+*/
+#include "hook.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "stopwatch.h"
+#include "watch.h"
+
+#define PM_MASK (LUA_MASKCALL | LUA_MASKRET)
+
+static void hook(lua_State *L, lua_Debug *ar);
+
+/*
+** {======================================================
+** Thread records
+** =======================================================
+*/
+
+/* The record of the last lua_State seen on this OS thread.  The epoch moves
+** whenever any record dies, so a stale entry is never used. */
+static atomic_uint epoch;
+static _Thread_local struct {
+  lua_State *L;
+  pm_Thread *t;
+  unsigned epoch;
+} last;
+
+static void invalidate(void) {
+  atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
+}
+
+static pm_Thread *thread_new(pm_State *S, lua_State *L) {
+  pm_Thread *t = pm_alloc(S, sizeof(*t));
+  if (t == NULL)
+    return NULL;
+  memset(t, 0, sizeof(*t));
+  t->S = S;
+  t->L = L;
+  t->active = 1;
+  if (!pm_map_put(&S->known, pm_thread_key(L), (uintptr_t)t | PM_THREAD,
+                  S->falloc, S->fud)) {
+    pm_free(S, t, sizeof(*t));
+    return NULL;
+  }
+  return t;
+}
+
+static void thread_free(pm_Thread *t) {
+  pm_State *S = t->S;
+  if (t->f)
+    pm_free(S, t->f, (size_t)t->cap * sizeof(pm_Frame));
+  if (S->current == t)
+    S->current = NULL;
+  pm_free(S, t, sizeof(*t));
+}
+
+/* The slow way to the record of L, which also catches a coroutine that
+** inherited the hook but runs after monitoring ended. */
+static pm_Thread *thread_find(lua_State *L) {
+  pm_State *S = pm_state_get(L);
+  uintptr_t v;
+  pm_Thread *t;
+  if (S == NULL || S->monitors == 0) {
+    lua_sethook(L, NULL, 0, 0);
+    return NULL;
+  }
+  v = pm_map_get(&S->known, pm_thread_key(L));
+  t = (v != 0 && PM_TAG(v) == PM_THREAD) ? PM_PTR(v) : thread_new(S, L);
+  if (t != NULL) {
+    last.L = L;
+    last.t = t;
+    last.epoch = atomic_load_explicit(&epoch, memory_order_relaxed);
+  }
+  return t;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Shadow stacks
+** =======================================================
+*/
+
+static int frames_grow(pm_Thread *t) {
+  int cap = t->cap ? t->cap * 2 : 32;
+  pm_Frame *f = pm_alloc(t->S, (size_t)cap * sizeof(*f));
+  if (f == NULL)
+    return 0;
+  if (t->f) {
+    memcpy(f, t->f, (size_t)t->n * sizeof(*f));
+    pm_free(t->S, t->f, (size_t)t->cap * sizeof(*f));
+  }
+  t->f = f;
+  t->cap = cap;
+  return 1;
+}
+
+static void push(pm_Thread *t, const void *ci, const pm_Set *set,
+                 const pm_Set *parent) {
+  pm_Frame *fr;
+  if (t->n == t->cap && !frames_grow(t))
+    return; /* out of memory: this frame goes unmeasured */
+  fr = &t->f[t->n++];
+  fr->ci = ci;
+  fr->set = set;
+  fr->iter = t->S->iter;
+  fr->owned = set != parent ? pm_sw_acquire(t->S, set) : 0;
+}
+
+static void pop(pm_Thread *t) {
+  pm_Frame *fr = &t->f[--t->n];
+  if (fr->owned)
+    pm_sw_release(t->S, fr->set, fr->owned, fr->iter);
+}
+
+static void unwind(pm_Thread *t, int keep) {
+  while (t->n > keep)
+    pop(t);
+}
+
+/* Index of the frame with CallInfo ci, or -1. */
+static int frame_index(const pm_Thread *t, const void *ci) {
+  int i = t->n - 1;
+  while (i >= 0 && t->f[i].ci != ci)
+    i--;
+  return i;
+}
+
+/* Pops frames that are no longer on the real stack of t->L. */
+static void unwind_dead(pm_Thread *t) {
+  while (t->n > 0) {
+    lua_Debug ar;
+    int level;
+    for (level = 0; lua_getstack(t->L, level, &ar); level++)
+      if (ar.i_ci == t->f[t->n - 1].ci)
+        return;
+    pop(t);
+  }
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Thread switches
+** =======================================================
+*/
+
+/* A thread waiting in resume for the running one is LUA_OK with frames;
+** one that yielded is LUA_YIELD; one that ended has no frames or died. */
+static int is_resumer(lua_State *L) {
+  lua_Debug ar;
+  return lua_status(L) == LUA_OK && lua_getstack(L, 0, &ar);
+}
+
+static void thread_stop(pm_Thread *t) {
+  int i;
+  if (lua_status(t->L) != LUA_YIELD) {
+    unwind(t, 0); /* ended: its frames are gone */
+  } else {
+    for (i = 0; i < t->n; i++) {
+      pm_Frame *fr = &t->f[i];
+      if (fr->owned)
+        pm_sw_release(t->S, fr->set, fr->owned, fr->iter);
+      fr->owned = 0;
+    }
+  }
+  t->active = 0;
+}
+
+static void thread_run(pm_Thread *t) {
+  const pm_Set *parent = NULL;
+  int i;
+  for (i = 0; i < t->n; i++) {
+    pm_Frame *fr = &t->f[i];
+    fr->iter = t->S->iter;
+    fr->owned = fr->set != parent ? pm_sw_acquire(t->S, fr->set) : 0;
+    parent = fr->set;
+  }
+  t->active = 1;
+}
+
+static void thread_switch(pm_Thread *t) {
+  pm_Thread *prev = t->S->current;
+  if (prev != NULL && prev->active && !is_resumer(prev->L))
+    thread_stop(prev);
+  if (!t->active)
+    thread_run(t);
+  t->S->current = t;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Resolution: which groups a function belongs to
+** =======================================================
+*/
+
+/* The set of the Lua function on the top of the stack.  Its environment is
+** its _ENV upvalue or, for a function that touches no global, the one its
+** chunk was loaded with.  A chunk learns its environment from its main
+** function (whose upvalue 1 is _ENV by construction) or, failing that, from
+** the first of its functions seen with an _ENV upvalue. */
+static pm_Set *resolve_lua(pm_State *S, lua_State *L) {
+  lua_Debug d;
+  const void *envp = NULL;
+  const char *name;
+  pm_Chunk *c;
+  pm_Env *e = NULL;
+  int i, is_main;
+  for (i = 1; envp == NULL && (name = lua_getupvalue(L, -1, i)) != NULL;
+       i++) {
+    if (strcmp(name, "_ENV") == 0 && lua_istable(L, -1))
+      envp = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, -1);
+  lua_getinfo(L, ">S", &d);
+  is_main = strcmp(d.what, "main") == 0;
+  if (envp == NULL && is_main && lua_getupvalue(L, -1, 1) != NULL) {
+    if (lua_istable(L, -1)) /* stripped chunks have no upvalue names */
+      envp = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  c = pm_chunk_get(S, d.source - S->string_offset, 1);
+  if (envp != NULL) {
+    e = pm_env_get(S, envp, 1);
+    if (c != NULL && e != NULL && (is_main || c->env == NULL))
+      pm_chunk_set_env(S, c, e);
+  } else if (c != NULL) {
+    if (c->env != NULL && !c->ambiguous)
+      e = c->env;
+    c->unresolved |= c->env == NULL;
+  }
+  return pm_set_for(S, e, c, d.short_src);
+}
+
+/* Resolves and caches the function on the top of the stack. */
+static uintptr_t resolve(pm_State *S, lua_State *L, const void *key) {
+  uintptr_t v = PM_FN_C;
+  if (lua_iscfunction(L, -1)) {
+    lua_CFunction f = lua_tocfunction(L, -1);
+    if (f == S->resume_f)
+      v = PM_FN_RESUME;
+    else if (f == S->wrap_f)
+      v = PM_FN_WRAP;
+  } else {
+    pm_Set *s = resolve_lua(S, L);
+    if (s == NULL)
+      return PM_FN_C; /* out of memory: inherit the caller's set */
+    v = (uintptr_t)s | PM_FN_LUA;
+  }
+  pm_map_put(&S->known, key, v, S->falloc, S->fud);
+  return v;
+}
+
+int pm_hook_chunk(lua_State *L, pm_State *S, int fidx) {
+  int ok;
+  lua_pushvalue(L, fidx);
+  ok = resolve_lua(S, L) != NULL;
+  lua_pop(L, 1);
+  return ok;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** The hook
+** =======================================================
+*/
+
+/* A coroutine made before monitoring began has no hook: give it ours as
+** it is resumed.  (Coroutines made later inherit it from their creator.) */
+static void hook_coroutine(lua_State *L, lua_Debug *ar, unsigned kind) {
+  lua_State *co = NULL;
+  const char *got = kind == PM_FN_RESUME ? lua_getlocal(L, ar, 1)
+                                         : lua_getupvalue(L, -1, 1);
+  if (got != NULL) {
+    co = lua_tothread(L, -1);
+    lua_pop(L, 1);
+  }
+  if (co != NULL && lua_gethook(co) != hook)
+    lua_sethook(co, hook, PM_MASK, 0);
+}
+
+static void on_call(pm_Thread *t, lua_State *L, lua_Debug *ar) {
+  pm_State *S = t->S;
+  lua_Debug up;
+  const void *caller = lua_getstack(L, 1, &up) ? up.i_ci : NULL;
+  const pm_Set *parent;
+  uintptr_t v;
+  unsigned kind;
+  if (ar->event == LUA_HOOKTAILCALL && t->n > 0 &&
+      t->f[t->n - 1].ci == ar->i_ci)
+    pop(t); /* the frame it replaces */
+  if (t->n > 0 && t->f[t->n - 1].ci != caller)
+    unwind(t, frame_index(t, caller) + 1); /* frames an error unwound */
+  lua_getinfo(L, "f", ar);
+  v = pm_map_get(&S->known, lua_topointer(L, -1));
+  if (v == 0)
+    v = resolve(S, L, lua_topointer(L, -1));
+  kind = PM_TAG(v);
+  parent = t->n > 0 ? t->f[t->n - 1].set : S->empty;
+  push(t, ar->i_ci, kind == PM_FN_LUA ? PM_PTR(v) : parent, parent);
+  if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
+    hook_coroutine(L, ar, kind);
+  lua_pop(L, 1);
+}
+
+static void hook(lua_State *L, lua_Debug *ar) {
+  pm_Thread *t = (last.L == L && last.epoch == atomic_load_explicit(
+                                                   &epoch, memory_order_relaxed))
+                     ? last.t
+                     : thread_find(L);
+  int i;
+  if (t == NULL)
+    return;
+  if (t != t->S->current)
+    thread_switch(t);
+  if (ar->event != LUA_HOOKRET) {
+    on_call(t, L, ar);
+  } else if (t->n > 0 && t->f[t->n - 1].ci == ar->i_ci) {
+    pop(t);
+  } else { /* frames an error unwound, or one that ran before the hook */
+    i = frame_index(t, ar->i_ci);
+    unwind(t, i < 0 ? 0 : i);
+  }
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Installing and removing
+** =======================================================
+*/
+
+static int is_foreign(lua_State *L) {
+  lua_Hook h = lua_gethook(L);
+  return h != NULL && h != hook;
+}
+
+const char *pm_monitor_open(lua_State *L, pm_State *S, unsigned probes) {
+  if (S->monitors == 0) {
+    if (is_foreign(L) || is_foreign(S->main))
+      return "a debug hook is already set (debug.sethook); perfmon needs "
+             "the call and return hook";
+    if (S->empty == NULL &&
+        (S->empty = pm_set_for(S, NULL, NULL, NULL)) == NULL)
+      return "not enough memory";
+  }
+  pm_sw_probes(S, probes, 1);
+  if (S->monitors++ == 0) {
+    pm_sw_start(S);
+    lua_sethook(S->main, hook, PM_MASK, 0);
+    lua_sethook(L, hook, PM_MASK, 0);
+  }
+  return NULL;
+}
+
+static int drop_thread(uintptr_t v, void *arg) {
+  pm_Thread *t = PM_PTR(v);
+  (void)arg;
+  if (PM_TAG(v) != PM_THREAD)
+    return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
+  lua_sethook(t->L, NULL, 0, 0);
+  thread_free(t);
+  return 1;
+}
+
+static void uninstall(lua_State *L, pm_State *S) {
+  pm_map_filter(&S->known, drop_thread, NULL);
+  lua_sethook(S->main, NULL, 0, 0);
+  if (L != NULL)
+    lua_sethook(L, NULL, 0, 0);
+  S->current = NULL;
+  pm_sets_free(S);
+  invalidate();
+}
+
+void pm_monitor_close(lua_State *L, pm_State *S, unsigned probes) {
+  pm_sw_probes(S, probes, -1);
+  if (--S->monitors == 0) {
+    pm_sw_stop(S);
+    uninstall(L, S);
+  }
+}
+
+void pm_hook_settle(lua_State *L, pm_State *S) {
+  pm_Thread *t;
+  if (S->monitors == 0 || (t = thread_find(L)) == NULL)
+    return;
+  if (t != S->current)
+    thread_switch(t);
+  unwind_dead(t);
+}
+
+void pm_thread_forget(pm_State *S, pm_Thread *t) {
+  unwind(t, 0);
+  thread_free(t);
+  (void)S;
+  invalidate();
+}
+
+void pm_hook_close(pm_State *S) {
+  if (S->monitors > 0)
+    uninstall(NULL, S);
+  S->monitors = 0;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Memory
+** =======================================================
+*/
+
+typedef struct Usage {
+  size_t bytes;
+  int maxdepth;
+} Usage;
+
+static int add_usage(uintptr_t v, void *arg) {
+  Usage *u = arg;
+  if (PM_TAG(v) == PM_THREAD) {
+    pm_Thread *t = PM_PTR(v);
+    u->bytes += sizeof(*t) + (size_t)t->cap * sizeof(pm_Frame);
+    if (t->cap > u->maxdepth)
+      u->maxdepth = t->cap;
+  }
+  return 0;
+}
+
+size_t pm_hook_bytes(pm_State *S, int *maxdepth) {
+  Usage u = {0, 0};
+  pm_map_filter(&S->known, add_usage, &u);
+  *maxdepth = u.maxdepth;
+  return u.bytes;
+}
+
+/* }====================================================== */

@@ -1,0 +1,54 @@
+/*
+** hook.h -- the call/return hook and the shadow stacks it keeps.
+**
+** Lua tells perfmon about every call, tail call and return, in every
+** coroutine that has the hook.  For each thread perfmon keeps a shadow
+** stack: one pm_Frame per frame it saw called, with the set of groups the
+** function belongs to and the stopwatches that frame started.  A call whose
+** set equals its caller's costs a push and a compare; only a change of set
+** touches the stopwatch.
+**
+** Lua sends no return events for frames unwound by an error, so the shadow
+** stack is resynchronised against ar->i_ci (each frame's CallInfo, used as
+** an identity only) whenever the two disagree.  Threads that stop running
+** (yield, finish, die) have their stopwatches stopped when the next event
+** arrives from another thread, and restarted when they run again.
+*/
+#ifndef PM_HOOK_H
+#define PM_HOOK_H
+
+#include "state.h"
+
+typedef struct pm_Frame {
+  const void *ci;     /* the frame's CallInfo: identity only */
+  const pm_Set *set;  /* the groups its function belongs to */
+  uint64_t iter;      /* the iteration its stopwatches started in */
+  uint32_t owned;     /* the stopwatches it started (bits of set) */
+} pm_Frame;
+
+struct pm_Thread {
+  pm_State *S;
+  lua_State *L;
+  pm_Frame *f;
+  int n, cap;
+  int active; /* its frames' stopwatches may be running */
+};
+
+/* A monitor opens or closes: the hook is installed with the first and
+** removed with the last.  Opening returns an error message or NULL. */
+const char *pm_monitor_open(lua_State *L, pm_State *S, unsigned probes);
+void pm_monitor_close(lua_State *L, pm_State *S, unsigned probes);
+
+/* Stops stopwatches of frames that are gone: frames unwound by an error
+** caught in C, a coroutine that yielded.  Called at event boundaries. */
+void pm_hook_settle(lua_State *L, pm_State *S);
+
+void pm_thread_forget(pm_State *S, pm_Thread *t); /* its memory is freed */
+void pm_hook_close(pm_State *S);                  /* lua_close */
+
+/* Registers a chunk's main function with its environment (perfmon.load). */
+int pm_hook_chunk(lua_State *L, pm_State *S, int fidx);
+
+size_t pm_hook_bytes(pm_State *S, int *maxdepth);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+** host.c -- the public C API of perfmon.h.
+**
+** Each entry point finds the pm_State, settles the shadow stack of the
+** calling thread (a host may have caught an error with lua_pcall, or a
+** coroutine may have yielded back to C) and hands over to the stopwatch.
+*/
+#include "perfmon.h"
+
+#include "hook.h"
+#include "stopwatch.h"
+
+static int with_state(lua_State *L, int (*f)(pm_State *S)) {
+  pm_State *S = pm_state_get(L);
+  if (S == NULL)
+    return PERFMON_ENOTLOADED;
+  pm_hook_settle(L, S);
+  return f(S);
+}
+
+int perfmon_event_begin(lua_State *L) {
+  return with_state(L, pm_sw_event_begin);
+}
+
+int perfmon_event_end(lua_State *L) {
+  return with_state(L, pm_sw_event_end);
+}
+
+int perfmon_nested_enter(lua_State *L) {
+  return with_state(L, pm_sw_nested_enter);
+}
+
+int perfmon_nested_leave(lua_State *L) {
+  return with_state(L, pm_sw_nested_leave);
+}
+
+int perfmon_blocking_begin(lua_State *L) {
+  return with_state(L, pm_sw_blocking_begin);
+}
+
+int perfmon_blocking_end(lua_State *L) {
+  return with_state(L, pm_sw_blocking_end);
+}

@@ -1,0 +1,346 @@
+/*
+** lperfmon.c -- perfmon.core, the Lua binding of the C core.
+**
+** Argument checking and the group userdata live here; monitors, snapshots
+** and their arithmetic live in lua/perfmon/init.lua, which is the API users
+** see.  Functions that users call directly (group, attach, detach, the
+** event markers) are exported from here as they are, so that their errors
+** name the function the user called.
+*/
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "hook.h"
+#include "perfmon.h"
+#include "stopwatch.h"
+
+#define GROUP_MT "perfmon.group"
+
+static const char *const probe_names[] = {"jank", "blocking", "ticks",
+                                          "chunks", NULL};
+
+static pm_State *state(lua_State *L) {
+  pm_State *S = pm_state_get(L);
+  if (S == NULL)
+    luaL_error(L, "perfmon: the state is closing");
+  return S;
+}
+
+static void *nomem(lua_State *L) {
+  luaL_error(L, "not enough memory");
+  return NULL;
+}
+
+/*
+** {======================================================
+** Groups
+** =======================================================
+*/
+
+static pm_Group *check_group(lua_State *L, int arg) {
+  int *id = luaL_checkudata(L, arg, GROUP_MT);
+  return pm_group_get(state(L), *id);
+}
+
+static const char *field_string(lua_State *L, const char *key) {
+  const char *s;
+  if (lua_getfield(L, 1, key) != LUA_TSTRING)
+    luaL_argerror(L, 1,
+                  lua_pushfstring(L, "field '%s' must be a string, got %s",
+                                  key, luaL_typename(L, -1)));
+  s = lua_tostring(L, -1);
+  if (*s == '\0')
+    luaL_argerror(L, 1, lua_pushfstring(L, "field '%s' is empty", key));
+  return s;
+}
+
+/* perfmon.group{name = ..., kind = ...} */
+static int l_group(lua_State *L) {
+  pm_Group *g;
+  int *id;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  g = pm_group_new(state(L), field_string(L, "name"),
+                   field_string(L, "kind"));
+  if (g == NULL)
+    return (nomem(L), 0);
+  id = lua_newuserdatauv(L, sizeof(int), 0);
+  *id = g->id;
+  luaL_setmetatable(L, GROUP_MT);
+  return 1;
+}
+
+static int group_index(lua_State *L) {
+  pm_Group *g = check_group(L, 1);
+  const char *k = lua_tostring(L, 2);
+  if (k == NULL)
+    lua_pushnil(L);
+  else if (strcmp(k, "id") == 0)
+    lua_pushinteger(L, g->id);
+  else if (strcmp(k, "name") == 0)
+    lua_pushstring(L, g->name);
+  else if (strcmp(k, "kind") == 0)
+    lua_pushstring(L, g->kind);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+static int group_tostring(lua_State *L) {
+  pm_Group *g = check_group(L, 1);
+  lua_pushfstring(L, "perfmon.group %d (%s '%s')", g->id, g->kind, g->name);
+  return 1;
+}
+
+/* core.is_group(x) */
+static int l_is_group(lua_State *L) {
+  lua_pushboolean(L, luaL_testudata(L, 1, GROUP_MT) != NULL);
+  return 1;
+}
+
+/* perfmon.attach(env, group) */
+static int l_attach(lua_State *L) {
+  pm_State *S = state(L);
+  pm_Env *e;
+  pm_Group *g;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  g = check_group(L, 2);
+  e = pm_env_get(S, lua_topointer(L, 1), 1);
+  if (e == NULL)
+    return (nomem(L), 0);
+  if (!pm_env_attach(S, e, g))
+    return luaL_argerror(L, 1, "environment already has the most groups "
+                               "perfmon allows (31)");
+  return 0;
+}
+
+/* perfmon.detach(env, group) -> whether it was attached */
+static int l_detach(lua_State *L) {
+  pm_State *S = state(L);
+  pm_Env *e;
+  pm_Group *g;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  g = check_group(L, 2);
+  e = pm_env_get(S, lua_topointer(L, 1), 0);
+  lua_pushboolean(L, e != NULL && pm_env_detach(S, e, g));
+  return 1;
+}
+
+/* core.chunk(fn): fn is the main function of a chunk just loaded */
+static int l_chunk(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_argcheck(L, !lua_iscfunction(L, 1), 1, "Lua function expected");
+  if (!pm_hook_chunk(L, state(L), 1))
+    return (nomem(L), 0);
+  return 0;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Monitors
+** =======================================================
+*/
+
+static unsigned check_probes(lua_State *L, int arg) {
+  lua_Integer mask = luaL_checkinteger(L, arg);
+  luaL_argcheck(L, mask > 0 && mask < (1 << PM_NPROBES), arg,
+                "invalid probe mask");
+  return (unsigned)mask;
+}
+
+/* core.open(mask) */
+static int l_open(lua_State *L) {
+  const char *err = pm_monitor_open(L, state(L), check_probes(L, 1));
+  if (err != NULL)
+    return luaL_error(L, "perfmon: %s", err);
+  return 0;
+}
+
+/* core.close(mask) */
+static int l_close(lua_State *L) {
+  pm_State *S = pm_state_get(L);
+  unsigned mask = check_probes(L, 1);
+  if (S != NULL && S->monitors > 0)
+    pm_monitor_close(L, S, mask);
+  return 0;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Statistics
+** =======================================================
+*/
+
+static void set_number(lua_State *L, const char *k, double v) {
+  lua_pushinteger(L, (lua_Integer)v); /* whole microseconds */
+  lua_setfield(L, -2, k);
+}
+
+/* ... -> ... stats */
+static void push_stats(lua_State *L, int id, const char *name,
+                       const char *kind, const pm_Stats *st, const int *ids,
+                       int nids) {
+  int k, longest = 0;
+  lua_createtable(L, 0, 12);
+  lua_pushinteger(L, id);
+  lua_setfield(L, -2, "id");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, kind);
+  lua_setfield(L, -2, "kind");
+  lua_createtable(L, nids, 0);
+  for (k = 0; k < nids; k++) {
+    lua_pushinteger(L, ids[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, "memberships");
+  set_number(L, "user_us", st->user_us);
+  set_number(L, "system_us", st->system_us);
+  set_number(L, "cpu_us", st->cpu_us);
+  set_number(L, "blocking_us", st->blocking_us);
+  lua_pushinteger(L, (lua_Integer)st->ticks);
+  lua_setfield(L, -2, "ticks");
+  lua_createtable(L, PM_DURATIONS, 0);
+  for (k = 0; k < PM_DURATIONS; k++) {
+    lua_pushinteger(L, (lua_Integer)st->durations[k]);
+    lua_rawseti(L, -2, k + 1);
+    if (st->durations[k] > 0)
+      longest = k + 1;
+  }
+  lua_setfield(L, -2, "durations");
+  lua_pushinteger(L, longest);
+  lua_setfield(L, -2, "longest");
+}
+
+/* core.stats() -> { time, process, groups = { [id] = stats } } */
+static int l_stats(lua_State *L) {
+  pm_State *S = state(L);
+  int i, ids[PM_ENV_GROUPS + 2];
+  pm_hook_settle(L, S);
+  pm_sw_snapshot(S);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)pm_realtime_us());
+  lua_setfield(L, -2, "time");
+  push_stats(L, 0, "process", "process", &S->process, ids, 0);
+  lua_setfield(L, -2, "process");
+  lua_createtable(L, S->ngroups, 0);
+  for (i = 1; i <= S->ngroups; i++) {
+    pm_Group *g = pm_group_get(S, i);
+    int n = pm_memberships(S, g, ids, PM_ENV_GROUPS + 2);
+    push_stats(L, g->id, g->name, g->kind, &g->total, ids, n);
+    lua_rawseti(L, -2, g->id);
+  }
+  lua_setfield(L, -2, "groups");
+  return 1;
+}
+
+/* core.info() -> what perfmon runs on and holds */
+static int l_info(lua_State *L) {
+  pm_State *S = state(L);
+  int depth;
+  size_t bytes = pm_hook_bytes(S, &depth);
+  lua_createtable(L, 0, 6);
+  lua_pushstring(L, pm_clock_name());
+  lua_setfield(L, -2, "clock");
+  lua_pushinteger(L, S->monitors);
+  lua_setfield(L, -2, "monitors");
+  lua_pushinteger(L, S->ngroups);
+  lua_setfield(L, -2, "groups");
+  lua_pushinteger(L, (lua_Integer)(bytes + pm_map_bytes(&S->known)));
+  lua_setfield(L, -2, "bytes");
+  lua_pushinteger(L, depth);
+  lua_setfield(L, -2, "shadow_capacity");
+  lua_pushinteger(L, (lua_Integer)(sizeof(pm_Group) + sizeof(pm_Env)));
+  lua_setfield(L, -2, "bytes_per_group");
+  return 1;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Event markers
+** =======================================================
+*/
+
+/* Raises at the caller's position: these are called by the user. */
+static int marker(lua_State *L, int (*f)(pm_State *), const char *misuse) {
+  pm_State *S = state(L);
+  pm_hook_settle(L, S);
+  if (f(S) != PERFMON_OK) {
+    luaL_where(L, 1);
+    lua_pushstring(L, misuse);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  return 0;
+}
+
+static int l_event_begin(lua_State *L) {
+  return marker(L, pm_sw_event_begin,
+                "event_begin: an event is already open in this loop");
+}
+
+static int l_event_end(lua_State *L) {
+  return marker(L, pm_sw_event_end, "event_end: no event is open");
+}
+
+static int l_nested_enter(lua_State *L) {
+  return marker(L, pm_sw_nested_enter, "nested_enter: too many nested loops");
+}
+
+static int l_nested_leave(lua_State *L) {
+  return marker(L, pm_sw_nested_leave, "nested_leave: no nested loop is open");
+}
+
+static int l_blocking_begin(lua_State *L) {
+  return marker(L, pm_sw_blocking_begin, "blocking_begin: cannot happen");
+}
+
+static int l_blocking_end(lua_State *L) {
+  return marker(L, pm_sw_blocking_end,
+                "blocking_end: no blocking call is open");
+}
+
+/* }====================================================== */
+
+static const luaL_Reg core_funcs[] = {
+    {"group", l_group},
+    {"is_group", l_is_group},
+    {"attach", l_attach},
+    {"detach", l_detach},
+    {"chunk", l_chunk},
+    {"open", l_open},
+    {"close", l_close},
+    {"stats", l_stats},
+    {"info", l_info},
+    {"event_begin", l_event_begin},
+    {"event_end", l_event_end},
+    {"nested_enter", l_nested_enter},
+    {"nested_leave", l_nested_leave},
+    {"blocking_begin", l_blocking_begin},
+    {"blocking_end", l_blocking_end},
+    {NULL, NULL}};
+
+static const luaL_Reg group_meta[] = {
+    {"__index", group_index}, {"__tostring", group_tostring}, {NULL, NULL}};
+
+LUAMOD_API int luaopen_perfmon_core(lua_State *L) {
+  int i;
+  pm_state_open(L);
+  if (luaL_newmetatable(L, GROUP_MT))
+    luaL_setfuncs(L, group_meta, 0);
+  lua_pop(L, 1);
+  luaL_newlib(L, core_funcs);
+  lua_createtable(L, PM_NPROBES, 0); /* core.probes = { name = bit } */
+  for (i = 0; probe_names[i] != NULL; i++) {
+    lua_pushinteger(L, PM_BIT(i));
+    lua_setfield(L, -2, probe_names[i]);
+  }
+  lua_setfield(L, -2, "probes");
+  return 1;
+}

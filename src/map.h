@@ -1,0 +1,37 @@
+/*
+** map.h -- a hash map from addresses to tagged words.
+**
+** Open addressing with linear probing and backward-shift deletion, so
+** lookups never meet tombstones.  Memory comes from the lua_State's own
+** allocator (the one perfmon wraps), called directly: growing the map never
+** runs the garbage collector.  A failed growth leaves the map as it was.
+*/
+#ifndef PM_MAP_H
+#define PM_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+typedef struct pm_Map {
+  const void **keys;
+  uintptr_t *vals;
+  size_t mask; /* capacity - 1; capacity is a power of 2, or 0 */
+  size_t count;
+} pm_Map;
+
+/* Looks key up; returns 0 when absent. */
+uintptr_t pm_map_get(const pm_Map *m, const void *key);
+/* Inserts or replaces; returns 0 when memory ran out. */
+int pm_map_put(pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
+               void *ud);
+/* Removes key if present; returns its old value or 0. */
+uintptr_t pm_map_del(pm_Map *m, const void *key);
+/* Removes every entry for which drop(val) is true. */
+void pm_map_filter(pm_Map *m, int (*drop)(uintptr_t val, void *arg),
+                   void *arg);
+void pm_map_free(pm_Map *m, lua_Alloc f, void *ud);
+size_t pm_map_bytes(const pm_Map *m);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+** state.h -- pm_State, everything perfmon keeps for one lua_State.
+**
+** One pm_State per Lua universe (main thread and its coroutines).  It lives
+** in a full userdata anchored in the registry, so it dies with lua_close.
+** Every other room reads and writes its part of it: the layout below is
+** grouped by owner.
+**
+** The address map `known` is shared by the rooms that key anything on a
+** Lua object's address: functions (hook.c), threads (hook.c), environments
+** and chunks (group.c).  watch.c wraps the allocator so that when Lua frees
+** a block that is a key, the entry goes first: an address reused by a new
+** object can never inherit the old object's groups.
+*/
+#ifndef PM_STATE_H
+#define PM_STATE_H
+
+#include <lua.h>
+
+#include "clock.h"
+#include "group.h"
+#include "map.h"
+
+/* Tags in the low bits of a `known` value (the pointers are 8-aligned). */
+#define PM_TAG_MASK 7u
+enum {
+  PM_FN_LUA = 0,    /* a Lua function; the value is its pm_Set */
+  PM_FN_C = 1,      /* a C function: its frame inherits the caller's set */
+  PM_FN_RESUME = 2, /* coroutine.resume: arg 1 is the thread */
+  PM_FN_WRAP = 3,   /* a coroutine.wrap function: upvalue 1 is the thread */
+  PM_THREAD = 4,    /* a pm_Thread */
+  PM_ENV = 5,       /* a pm_Env */
+  PM_CHUNK = 6      /* a pm_Chunk */
+};
+#define PM_TAG(v) ((unsigned)((v) & PM_TAG_MASK))
+#define PM_PTR(v) ((void *)((v) & ~(uintptr_t)PM_TAG_MASK))
+
+enum { PM_PROBE_JANK, PM_PROBE_BLOCKING, PM_PROBE_TICKS, PM_PROBE_CHUNKS,
+       PM_NPROBES };
+#define PM_BIT(p) (1u << (p))
+
+#define PM_MAX_LOOPS 64 /* nesting depth of event loops */
+
+typedef struct pm_Thread pm_Thread;
+
+struct pm_State {
+  lua_State *main;
+  int closed;
+
+  /* watch.c: the wrapped allocator and what it watches */
+  lua_Alloc falloc;
+  void *fud;
+  size_t string_offset; /* lua_tostring - lua_topointer for strings */
+  pm_Map known;
+
+  /* group.c */
+  pm_Group **groups;
+  int ngroups, groupcap;
+  pm_Env *envs;
+  pm_Set **sets;
+  size_t setmask, nsets;
+  pm_Set *empty;
+
+  /* stopwatch.c */
+  unsigned probes;               /* PM_BIT(probe) when held */
+  int probe_refs[PM_NPROBES];
+  int monitors;
+  uint64_t iter;                 /* iteration number, 1.. */
+  uint64_t period;               /* commits so far */
+  uint64_t period_cycles;        /* cycles when the period began */
+  uint32_t period_cpu;
+  pm_CpuTime period_time;
+  pm_Group *touched;             /* groups that ran in this period */
+  int loop;                      /* 0: the outer loop; >0: nested */
+  unsigned char in_event[PM_MAX_LOOPS];
+  int blocking_depth;
+  double blocking_since, blocking_total;
+  pm_Stats process;
+
+  /* hook.c */
+  pm_Thread *current; /* the thread of the last hook event */
+  lua_CFunction resume_f, wrap_f;
+};
+
+/* state.c */
+pm_State *pm_state_get(lua_State *L); /* NULL when not loaded or closed */
+pm_State *pm_state_open(lua_State *L); /* makes it on first call */
+void *pm_alloc(pm_State *S, size_t n);
+void pm_free(pm_State *S, void *p, size_t n);
+char *pm_strdup(pm_State *S, const char *s);
+void pm_strfree(pm_State *S, char *s);
+
+#endif

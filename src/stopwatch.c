@@ -1,0 +1,254 @@
+/*
+** stopwatch.c -- iterations, stopwatches, periods and commits.
+*/
+#include "stopwatch.h"
+
+#include "perfmon.h"
+
+#define HAS(S, p) (((S)->probes & PM_BIT(p)) != 0)
+
+/*
+** {======================================================
+** Stopwatches
+** =======================================================
+*/
+
+static void touch(pm_State *S, pm_Group *g) {
+  if (g->touched_period != S->period) {
+    g->touched_period = S->period;
+    g->next_touched = S->touched;
+    S->touched = g;
+  }
+}
+
+static void start(pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
+  g->owner_iter = S->iter;
+  g->start_cycles = now;
+  g->start_cpu = cpu;
+  g->start_blocking = S->blocking_total;
+  touch(S, g);
+}
+
+/* Adds the running measure of g up to now to its recent counters.  A
+** measure that went backwards or moved to another CPU is discarded. */
+static void charge(pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
+  if (now >= g->start_cycles && cpu == g->start_cpu)
+    g->recent_cycles += now - g->start_cycles;
+  g->recent_blocking += S->blocking_total - g->start_blocking;
+}
+
+static uint64_t read_cycles(pm_State *S, uint32_t *cpu) {
+  *cpu = PM_CPU_UNKNOWN;
+  return HAS(S, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
+}
+
+uint32_t pm_sw_acquire(pm_State *S, const pm_Set *s) {
+  uint32_t owned = 0, cpu;
+  uint64_t now;
+  int i;
+  for (i = 0; i < s->n; i++)
+    if (s->g[i]->owner_iter != S->iter)
+      owned |= 1u << i;
+  if (owned == 0)
+    return 0;
+  now = read_cycles(S, &cpu);
+  for (i = 0; i < s->n; i++)
+    if (owned & (1u << i)) {
+      start(S, s->g[i], now, cpu);
+      s->g[i]->recent_ticks += HAS(S, PM_PROBE_TICKS);
+    }
+  return owned;
+}
+
+void pm_sw_release(pm_State *S, const pm_Set *s, uint32_t owned,
+                   uint64_t iter) {
+  uint32_t cpu;
+  uint64_t now;
+  int i;
+  if (iter != S->iter)
+    return; /* cancelled: a nested loop or an event boundary came between */
+  now = read_cycles(S, &cpu);
+  for (i = 0; i < s->n; i++)
+    if ((owned & (1u << i)) && s->g[i]->owner_iter == iter) {
+      charge(S, s->g[i], now, cpu);
+      s->g[i]->owner_iter = 0;
+    }
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Periods and commits
+** =======================================================
+*/
+
+static void histogram(pm_Stats *st, double cpu_us) {
+  double ms = cpu_us / 1000.0, bound = 1.0;
+  int k;
+  for (k = 0; k < PM_DURATIONS && ms >= bound; k++, bound *= 2)
+    st->durations[k]++;
+}
+
+/* Moves one group's recent counters into its totals.  Its CPU time is its
+** share of the period's cycles applied to the period's measured CPU time;
+** a share above 100% (counter reset, unsynchronised CPUs) is discarded. */
+static void commit_group(pm_State *S, pm_Group *g, uint64_t cycles,
+                         const pm_CpuTime *dt, int is_event) {
+  if (HAS(S, PM_PROBE_JANK) && cycles > 0 && g->recent_cycles <= cycles) {
+    double share = (double)g->recent_cycles / (double)cycles;
+    double user = share * dt->user_us, sys = share * dt->system_us;
+    g->total.user_us += user;
+    g->total.system_us += sys;
+    g->total.cpu_us += user + sys;
+    if (is_event)
+      histogram(&g->total, user + sys);
+  }
+  g->total.blocking_us += g->recent_blocking;
+  g->total.ticks += g->recent_ticks;
+  g->recent_cycles = 0;
+  g->recent_blocking = 0;
+  g->recent_ticks = 0;
+}
+
+/* Ends the current period.  Stopwatches still running are split at this
+** instant: the part so far is committed, the rest goes to the next period. */
+static void commit(pm_State *S, int is_event) {
+  pm_CpuTime now_time, dt;
+  uint32_t cpu;
+  uint64_t now = read_cycles(S, &cpu), cycles;
+  pm_Group *g = S->touched, *next;
+  pm_cputime(&now_time);
+  dt.user_us = now_time.user_us - S->period_time.user_us;
+  dt.system_us = now_time.system_us - S->period_time.system_us;
+  if (dt.user_us < 0 || dt.system_us < 0)
+    dt.user_us = dt.system_us = 0;
+  cycles = now >= S->period_cycles ? now - S->period_cycles : 0;
+  S->touched = NULL;
+  S->period++;
+  for (; g != NULL; g = next) {
+    next = g->next_touched;
+    if (g->owner_iter == S->iter) {
+      charge(S, g, now, cpu);
+      start(S, g, now, cpu);
+    }
+    commit_group(S, g, cycles, &dt, is_event);
+  }
+  S->process.user_us += dt.user_us;
+  S->process.system_us += dt.system_us;
+  S->process.cpu_us += dt.user_us + dt.system_us;
+  if (is_event) {
+    S->process.ticks++;
+    histogram(&S->process, dt.user_us + dt.system_us);
+  }
+  S->period_cycles = now;
+  S->period_time = now_time;
+}
+
+void pm_sw_start(pm_State *S) {
+  uint32_t cpu;
+  S->period++;
+  S->iter++;
+  S->touched = NULL;
+  S->period_cycles = read_cycles(S, &cpu);
+  pm_cputime(&S->period_time);
+}
+
+void pm_sw_stop(pm_State *S) {
+  commit(S, 0);
+  S->iter++;
+}
+
+void pm_sw_snapshot(pm_State *S) {
+  if (S->monitors > 0 && !S->in_event[S->loop])
+    commit(S, 0);
+}
+
+/* Changing probes changes what a measure means: commit what was measured
+** so far and cancel the measures under way, so none mixes the two. */
+void pm_sw_probes(pm_State *S, unsigned probes, int delta) {
+  unsigned before = S->probes;
+  int p;
+  if (S->monitors > 0)
+    commit(S, 0);
+  for (p = 0; p < PM_NPROBES; p++)
+    if (probes & PM_BIT(p)) {
+      S->probe_refs[p] += delta;
+      if (S->probe_refs[p] > 0)
+        S->probes |= PM_BIT(p);
+      else
+        S->probes &= ~PM_BIT(p);
+    }
+  if (S->probes != before) {
+    S->iter++;
+    if ((S->probes ^ before) & PM_BIT(PM_PROBE_CHUNKS))
+      pm_functions_forget(S);
+  }
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Events, nested loops, blocking calls
+** =======================================================
+*/
+
+static void mark(pm_State *S, int is_event) {
+  if (S->monitors > 0)
+    commit(S, is_event);
+  S->iter++;
+}
+
+int pm_sw_event_begin(pm_State *S) {
+  if (S->in_event[S->loop])
+    return PERFMON_EMISUSE;
+  mark(S, 0);
+  S->in_event[S->loop] = 1;
+  return PERFMON_OK;
+}
+
+int pm_sw_event_end(pm_State *S) {
+  if (!S->in_event[S->loop])
+    return PERFMON_EMISUSE;
+  mark(S, 1);
+  S->in_event[S->loop] = 0;
+  return PERFMON_OK;
+}
+
+int pm_sw_nested_enter(pm_State *S) {
+  if (S->loop + 1 == PM_MAX_LOOPS)
+    return PERFMON_EMISUSE;
+  mark(S, S->in_event[S->loop]);
+  S->in_event[++S->loop] = 0;
+  return PERFMON_OK;
+}
+
+/* An event left open inside the nested loop ends with it. */
+int pm_sw_nested_leave(pm_State *S) {
+  if (S->loop == 0)
+    return PERFMON_EMISUSE;
+  mark(S, S->in_event[S->loop]);
+  S->in_event[S->loop--] = 0;
+  return PERFMON_OK;
+}
+
+int pm_sw_blocking_begin(pm_State *S) {
+  if (S->blocking_depth++ == 0)
+    S->blocking_since = pm_wall_us();
+  return PERFMON_OK;
+}
+
+int pm_sw_blocking_end(pm_State *S) {
+  if (S->blocking_depth == 0)
+    return PERFMON_EMISUSE;
+  if (--S->blocking_depth == 0 && S->monitors > 0 &&
+      HAS(S, PM_PROBE_BLOCKING)) {
+    double d = pm_wall_us() - S->blocking_since;
+    S->blocking_total += d;
+    S->process.blocking_us += d;
+  }
+  return PERFMON_OK;
+}
+
+/* }====================================================== */

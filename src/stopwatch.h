@@ -1,0 +1,41 @@
+/*
+** stopwatch.h -- the cycle stopwatch of the design documents.
+**
+** A group's stopwatch is attached by the outermost frame that enters the
+** group in the current iteration, and stopped when that frame leaves: so
+** when A calls B both run, and when B calls back into A, A is not started a
+** second time.  Each stopwatch remembers its iteration number; bumping
+** S->iter cancels every measure under way in O(1) (nested loops, event
+** boundaries), since a stale stopwatch is simply dropped when it stops.
+**
+** Cycles accumulate per group over a period, the span between two commits.
+** A commit (at each event's begin and end, and at a snapshot taken outside
+** events) reads the thread's CPU time and turns each group's share of the
+** period's cycles into user, system and CPU microseconds.
+*/
+#ifndef PM_STOPWATCH_H
+#define PM_STOPWATCH_H
+
+#include "state.h"
+
+/* Starts stopwatches for the groups of s that are not running; returns
+** the mask of those it started (bit i: s->g[i]). */
+uint32_t pm_sw_acquire(pm_State *S, const pm_Set *s);
+/* Stops the stopwatches a frame started in iteration iter. */
+void pm_sw_release(pm_State *S, const pm_Set *s, uint32_t owned,
+                   uint64_t iter);
+
+void pm_sw_start(pm_State *S); /* monitoring begins */
+void pm_sw_stop(pm_State *S);  /* monitoring ends: commit what is pending */
+void pm_sw_snapshot(pm_State *S);
+void pm_sw_probes(pm_State *S, unsigned probes, int delta);
+
+/* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */
+int pm_sw_event_begin(pm_State *S);
+int pm_sw_event_end(pm_State *S);
+int pm_sw_nested_enter(pm_State *S);
+int pm_sw_nested_leave(pm_State *S);
+int pm_sw_blocking_begin(pm_State *S);
+int pm_sw_blocking_end(pm_State *S);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+** watch.c -- the allocator wrapper (see watch.h).
+*/
+#include "watch.h"
+
+#include <lauxlib.h>
+
+#include "hook.h"
+
+static void forget(pm_State *S, const void *key, uintptr_t v) {
+  pm_map_del(&S->known, key);
+  switch (PM_TAG(v)) {
+  case PM_THREAD:
+    pm_thread_forget(S, PM_PTR(v));
+    break;
+  case PM_ENV:
+    pm_env_forget(S, PM_PTR(v));
+    break;
+  case PM_CHUNK:
+    pm_chunk_forget(S, PM_PTR(v));
+    break;
+  default: /* a function: its cache entry was all there was */
+    break;
+  }
+}
+
+static void *watch_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  pm_State *S = ud;
+  if (nsize == 0 && ptr != NULL && S->known.count != 0) {
+    uintptr_t v = pm_map_get(&S->known, ptr);
+    if (v != 0)
+      forget(S, ptr, v);
+  }
+  return S->falloc(S->fud, ptr, osize, nsize);
+}
+
+/* Keys one probe object; a full collection must then remove the key. */
+static int probe(pm_State *S, const void *key) {
+  return pm_map_put(&S->known, key, PM_FN_C, S->falloc, S->fud);
+}
+
+static size_t string_offset(lua_State *L) {
+  return (size_t)(lua_tostring(L, -1) - (const char *)lua_topointer(L, -1));
+}
+
+int pm_watch_open(lua_State *L, pm_State *S) {
+  const void *keys[5];
+  int i, ok = 1;
+  lua_setallocf(L, watch_alloc, S);
+  lua_newtable(L);
+  keys[0] = lua_topointer(L, -1);
+  luaL_loadstring(L, "return function() return 1 end");
+  keys[1] = lua_topointer(L, -1);
+  lua_call(L, 0, 1);
+  keys[2] = lua_topointer(L, -1);
+  keys[3] = pm_thread_key(lua_newthread(L));
+  lua_pushliteral(L, "perfmon: a long string that Lua does not intern");
+  keys[4] = lua_topointer(L, -1);
+  S->string_offset = string_offset(L);
+  lua_pushliteral(L, "short");
+  ok = string_offset(L) == S->string_offset;
+  for (i = 0; i < 5; i++)
+    ok = probe(S, keys[i]) && ok;
+  lua_pop(L, 5);
+  lua_gc(L, LUA_GCCOLLECT);
+  for (i = 0; i < 5; i++)
+    if (pm_map_del(&S->known, keys[i]) != 0)
+      ok = 0; /* its free went unseen, or to another address */
+  if (!ok)
+    lua_setallocf(L, S->falloc, S->fud);
+  return ok;
+}
+
+void pm_watch_close(lua_State *L, pm_State *S) {
+  lua_setallocf(L, S->falloc, S->fud);
+}
