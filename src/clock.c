@@ -17,19 +17,25 @@
 #include <x86intrin.h>
 #endif
 
-static int has_rdtscp;
+static int has_rdtscp, invariant;
 
+/* An invariant TSC ticks at one rate on every core and the kernel keeps the
+** cores in step, so a measure that migrates stays exact: the CPU id is then
+** reported as unknown and no measure is discarded for moving. */
 void pm_clock_init(void) {
 #if defined(__x86_64__)
   unsigned a, b, c, d;
   if (__get_cpuid(0x80000001, &a, &b, &c, &d))
     has_rdtscp = (d >> 27) & 1;
+  if (__get_cpuid(0x80000007, &a, &b, &c, &d))
+    invariant = (d >> 8) & 1;
 #endif
 }
 
+
 uint64_t pm_cycles(uint32_t *cpu) {
 #if defined(__x86_64__)
-  if (has_rdtscp) {
+  if (has_rdtscp && !invariant) {
     unsigned aux;
     uint64_t t = __rdtscp(&aux);
     *cpu = aux & 0xfff; /* Linux puts the node above bit 12 */
@@ -52,7 +58,7 @@ uint64_t pm_cycles(uint32_t *cpu) {
 
 const char *pm_clock_name(void) {
 #if defined(__x86_64__)
-  return has_rdtscp ? "rdtscp" : "rdtsc";
+  return invariant ? "rdtsc (invariant)" : has_rdtscp ? "rdtscp" : "rdtsc";
 #elif defined(__aarch64__)
   return "cntvct_el0";
 #else

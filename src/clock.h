@@ -4,7 +4,8 @@
 ** pm_cycles is the cheap clock the hook reads when a group's stopwatch
 ** starts or stops: the cycle counter (rdtscp on x86-64, the virtual counter
 ** on arm64, CLOCK_MONOTONIC in ns elsewhere), with the id of the CPU it was
-** read on where the hardware says it.  pm_cputime is the expensive, exact
+** read on where that matters and the hardware says it: a measure that starts
+** and ends on different CPUs of unsynchronised counters is discarded.  pm_cputime is the expensive, exact
 ** clock read twice per event to renormalise cycles into CPU time.
 */
 #ifndef PM_CLOCK_H

@@ -293,19 +293,25 @@ static void on_call(pm_Thread *t, lua_State *L, lua_Debug *ar) {
   pm_State *S = t->S;
   lua_Debug up;
   const void *caller = lua_getstack(L, 1, &up) ? up.i_ci : NULL;
+  int tail = ar->event == LUA_HOOKTAILCALL && t->n > 0 &&
+             t->f[t->n - 1].ci == ar->i_ci; /* replaces the top frame */
   const pm_Set *parent;
   uintptr_t v;
   unsigned kind;
-  if (ar->event == LUA_HOOKTAILCALL && t->n > 0 &&
-      t->f[t->n - 1].ci == ar->i_ci)
-    pop(t); /* the frame it replaces */
-  if (t->n > 0 && t->f[t->n - 1].ci != caller)
+  if (!tail && t->n > 0 && t->f[t->n - 1].ci != caller)
     unwind(t, frame_index(t, caller) + 1); /* frames an error unwound */
   lua_getinfo(L, "f", ar);
   v = pm_map_get(&S->known, lua_topointer(L, -1));
   if (v == 0)
     v = resolve(S, L, lua_topointer(L, -1));
   kind = PM_TAG(v);
+  if (tail) {
+    if (kind != PM_FN_LUA || PM_PTR(v) == t->f[t->n - 1].set) {
+      lua_pop(L, 1); /* same groups: the frame keeps its stopwatches */
+      return;
+    }
+    pop(t);
+  }
   parent = t->n > 0 ? t->f[t->n - 1].set : S->empty;
   push(t, ar->i_ci, kind == PM_FN_LUA ? PM_PTR(v) : parent, parent);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
