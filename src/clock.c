@@ -22,7 +22,7 @@ static int has_rdtscp, invariant;
 /* An invariant TSC ticks at one rate on every core and the kernel keeps the
 ** cores in step, so a measure that migrates stays exact: the CPU id is then
 ** reported as unknown and no measure is discarded for moving. */
-void pm_clock_init(void) {
+void pm_clock_init (void) {
 #if defined(__x86_64__)
   unsigned a, b, c, d;
   if (__get_cpuid(0x80000001, &a, &b, &c, &d))
@@ -33,7 +33,7 @@ void pm_clock_init(void) {
 }
 
 
-uint64_t pm_cycles(uint32_t *cpu) {
+uint64_t pm_cycles (uint32_t *cpu) {
 #if defined(__x86_64__)
   if (has_rdtscp && !invariant) {
     unsigned aux;
@@ -56,7 +56,7 @@ uint64_t pm_cycles(uint32_t *cpu) {
 #endif
 }
 
-const char *pm_clock_name(void) {
+const char *pm_clock_name (void) {
 #if defined(__x86_64__)
   return invariant ? "rdtsc (invariant)" : has_rdtscp ? "rdtscp" : "rdtsc";
 #elif defined(__aarch64__)
@@ -66,7 +66,7 @@ const char *pm_clock_name(void) {
 #endif
 }
 
-void pm_cputime(pm_CpuTime *t) {
+void pm_cputime (pm_CpuTime *t) {
   struct rusage ru;
 #if defined(RUSAGE_THREAD)
   getrusage(RUSAGE_THREAD, &ru);
@@ -77,16 +77,16 @@ void pm_cputime(pm_CpuTime *t) {
   t->system_us = (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
 }
 
-static double read_us(clockid_t id) {
+static double read_us (clockid_t id) {
   struct timespec ts;
   clock_gettime(id, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-double pm_wall_us(void) {
+double pm_wall_us (void) {
   return read_us(CLOCK_MONOTONIC);
 }
 
-double pm_realtime_us(void) {
+double pm_realtime_us (void) {
   return read_us(CLOCK_REALTIME);
 }

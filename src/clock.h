@@ -20,11 +20,11 @@ typedef struct pm_CpuTime {
   double system_us;
 } pm_CpuTime;
 
-void pm_clock_init(void);
-uint64_t pm_cycles(uint32_t *cpu);
-void pm_cputime(pm_CpuTime *t);
-double pm_wall_us(void);      /* monotonic, for blocking time */
-double pm_realtime_us(void);  /* since the epoch, for snapshot times */
-const char *pm_clock_name(void);
+void pm_clock_init (void);
+uint64_t pm_cycles (uint32_t *cpu);
+void pm_cputime (pm_CpuTime *t);
+double pm_wall_us (void); /* monotonic, for blocking time */
+double pm_realtime_us (void); /* since the epoch, for snapshot times */
+const char *pm_clock_name (void);
 
 #endif

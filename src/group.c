@@ -13,7 +13,7 @@
 ** =======================================================
 */
 
-pm_Group *pm_group_new(pm_State *S, const char *name, const char *kind) {
+pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind) {
   pm_Group *g;
   if (S->ngroups == S->groupcap) {
     int cap = S->groupcap ? S->groupcap * 2 : 16;
@@ -44,16 +44,16 @@ pm_Group *pm_group_new(pm_State *S, const char *name, const char *kind) {
   return g;
 }
 
-pm_Group *pm_group_get(pm_State *S, int id) {
+pm_Group *pm_group_get (pm_State *S, int id) {
   return (id >= 1 && id <= S->ngroups) ? S->groups[id - 1] : NULL;
 }
 
-static int is_function(uintptr_t v, void *arg) {
+static int is_function (uintptr_t v, void *arg) {
   (void)arg;
   return PM_TAG(v) <= PM_FN_WRAP;
 }
 
-void pm_functions_forget(pm_State *S) {
+void pm_functions_forget (pm_State *S) {
   pm_map_filter(&S->known, is_function, NULL);
 }
 
@@ -65,7 +65,7 @@ void pm_functions_forget(pm_State *S) {
 ** =======================================================
 */
 
-pm_Env *pm_env_get(pm_State *S, const void *table, int create) {
+pm_Env *pm_env_get (pm_State *S, const void *table, int create) {
   uintptr_t v = pm_map_get(&S->known, table);
   pm_Env *e;
   if (v != 0 && PM_TAG(v) == PM_ENV)
@@ -77,8 +77,7 @@ pm_Env *pm_env_get(pm_State *S, const void *table, int create) {
     return NULL;
   memset(e, 0, sizeof(*e));
   e->table = table;
-  if (!pm_map_put(&S->known, table, (uintptr_t)e | PM_ENV, S->falloc,
-                  S->fud)) {
+  if (!pm_map_put(&S->known, table, (uintptr_t)e | PM_ENV, S->falloc, S->fud)) {
     pm_free(S, e, sizeof(*e));
     return NULL;
   }
@@ -89,7 +88,7 @@ pm_Env *pm_env_get(pm_State *S, const void *table, int create) {
   return e;
 }
 
-static int env_find(const pm_Env *e, const pm_Group *g) {
+static int env_find (const pm_Env *e, const pm_Group *g) {
   int i;
   for (i = 0; i < e->n; i++)
     if (e->g[i] == g)
@@ -97,7 +96,7 @@ static int env_find(const pm_Env *e, const pm_Group *g) {
   return -1;
 }
 
-int pm_env_attach(pm_State *S, pm_Env *e, pm_Group *g) {
+int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g) {
   if (env_find(e, g) >= 0)
     return 1;
   if (e->n == PM_ENV_GROUPS)
@@ -108,7 +107,7 @@ int pm_env_attach(pm_State *S, pm_Env *e, pm_Group *g) {
   return 1;
 }
 
-int pm_env_detach(pm_State *S, pm_Env *e, pm_Group *g) {
+int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g) {
   int i = env_find(e, g);
   if (i < 0)
     return 0;
@@ -118,7 +117,7 @@ int pm_env_detach(pm_State *S, pm_Env *e, pm_Group *g) {
   return 1;
 }
 
-static void env_free(pm_State *S, pm_Env *e) {
+static void env_free (pm_State *S, pm_Env *e) {
   int i;
   for (i = 0; i < e->n; i++)
     e->g[i]->nenv--;
@@ -131,12 +130,12 @@ static void env_free(pm_State *S, pm_Env *e) {
   pm_free(S, e, sizeof(*e));
 }
 
-void pm_env_unref(pm_State *S, pm_Env *e) {
+void pm_env_unref (pm_State *S, pm_Env *e) {
   if (--e->refs == 0 && e->table == NULL)
     env_free(S, e);
 }
 
-void pm_env_forget(pm_State *S, pm_Env *e) {
+void pm_env_forget (pm_State *S, pm_Env *e) {
   /* chunks loaded with it may outlive the table: their env-less
      functions still belong to its groups */
   e->table = NULL;
@@ -152,7 +151,7 @@ void pm_env_forget(pm_State *S, pm_Env *e) {
 ** =======================================================
 */
 
-pm_Chunk *pm_chunk_get(pm_State *S, const void *source, int create) {
+pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create) {
   uintptr_t v = pm_map_get(&S->known, source);
   pm_Chunk *c;
   if (v != 0 && PM_TAG(v) == PM_CHUNK)
@@ -171,7 +170,7 @@ pm_Chunk *pm_chunk_get(pm_State *S, const void *source, int create) {
   return c;
 }
 
-void pm_chunk_set_env(pm_State *S, pm_Chunk *c, pm_Env *e) {
+void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e) {
   if (c->env == e || c->ambiguous)
     return;
   if (c->env == NULL) {
@@ -186,7 +185,7 @@ void pm_chunk_set_env(pm_State *S, pm_Chunk *c, pm_Env *e) {
     pm_functions_forget(S);
 }
 
-void pm_chunk_forget(pm_State *S, pm_Chunk *c) {
+void pm_chunk_forget (pm_State *S, pm_Chunk *c) {
   if (c->env)
     pm_env_unref(S, c->env);
   pm_free(S, c, sizeof(*c));
@@ -200,7 +199,7 @@ void pm_chunk_forget(pm_State *S, pm_Chunk *c) {
 ** =======================================================
 */
 
-static uint32_t set_hash(pm_Group *const *g, int n) {
+static uint32_t set_hash (pm_Group *const *g, int n) {
   uint32_t h = 2166136261u ^ (uint32_t)n;
   int i;
   for (i = 0; i < n; i++)
@@ -208,7 +207,7 @@ static uint32_t set_hash(pm_Group *const *g, int n) {
   return h;
 }
 
-static void sort_groups(pm_Group **g, int n) {
+static void sort_groups (pm_Group **g, int n) {
   int i, j;
   for (i = 1; i < n; i++) { /* n <= PM_SET_MAX: insertion sort */
     pm_Group *x = g[i];
@@ -218,7 +217,7 @@ static void sort_groups(pm_Group **g, int n) {
   }
 }
 
-static int sets_grow(pm_State *S) {
+static int sets_grow (pm_State *S) {
   size_t cap = S->sets ? (S->setmask + 1) * 2 : 64, i;
   pm_Set **a = pm_alloc(S, cap * sizeof(*a));
   if (a == NULL)
@@ -240,7 +239,7 @@ static int sets_grow(pm_State *S) {
   return 1;
 }
 
-static pm_Set *set_intern(pm_State *S, pm_Group **g, int n) {
+static pm_Set *set_intern (pm_State *S, pm_Group **g, int n) {
   uint32_t h;
   pm_Set *s;
   size_t size;
@@ -266,12 +265,13 @@ static pm_Set *set_intern(pm_State *S, pm_Group **g, int n) {
   return s;
 }
 
-static size_t set_size(const pm_Set *s) {
-  return sizeof(pm_Set) + (size_t)(s->n > 0 ? s->n - 1 : 0) * sizeof(pm_Group *);
+static size_t set_size (const pm_Set *s) {
+  return sizeof(pm_Set) +
+         (size_t)(s->n > 0 ? s->n - 1 : 0) * sizeof(pm_Group *);
 }
 
-pm_Set *pm_set_for(pm_State *S, pm_Env *e, pm_Chunk *c,
-                   const char *chunkname) {
+pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c,
+                    const char *chunkname) {
   pm_Group *g[PM_SET_MAX];
   int n = 0;
   if (e != NULL) {
@@ -293,7 +293,7 @@ pm_Set *pm_set_for(pm_State *S, pm_Env *e, pm_Chunk *c,
   return set_intern(S, g, n);
 }
 
-void pm_sets_free(pm_State *S) {
+void pm_sets_free (pm_State *S) {
   size_t i;
   if (S->sets == NULL)
     return;
@@ -318,13 +318,13 @@ void pm_sets_free(pm_State *S) {
 ** =======================================================
 */
 
-static int add_id(int *ids, int n, int max, int id) {
+static int add_id (int *ids, int n, int max, int id) {
   if (n < max)
     ids[n] = id;
   return n + 1;
 }
 
-int pm_memberships(pm_State *S, pm_Group *g, int *ids, int max) {
+int pm_memberships (pm_State *S, pm_Group *g, int *ids, int max) {
   pm_Group *cand[PM_ENV_GROUPS];
   int ncand = -1, n = 0, i;
   const pm_Env *e;
@@ -354,7 +354,7 @@ int pm_memberships(pm_State *S, pm_Group *g, int *ids, int max) {
   return n;
 }
 
-void pm_groups_free(pm_State *S) {
+void pm_groups_free (pm_State *S) {
   int i;
   while (S->envs != NULL) {
     pm_Env *e = S->envs;

@@ -19,8 +19,8 @@
 
 #include <stdint.h>
 
-#define PM_DURATIONS 10  /* durations[k] counts runs >= 2^(k-1) ms */
-#define PM_SET_MAX 32    /* groups in one set: the width of Frame.owned */
+#define PM_DURATIONS 10 /* durations[k] counts runs >= 2^(k-1) ms */
+#define PM_SET_MAX 32 /* groups in one set: the width of Frame.owned */
 #define PM_ENV_GROUPS 31 /* groups on one environment (+ its chunk group) */
 
 typedef struct pm_State pm_State;
@@ -36,10 +36,10 @@ typedef struct pm_Env pm_Env;
 typedef struct pm_Group {
   int id; /* 1.., index + 1 in pm_State.groups; 0 is the process */
   char *name, *kind;
-  int nenv;              /* environments this group is attached to */
-  pm_Env *chunk_env;     /* chunk groups: the chunk's environment */
+  int nenv; /* environments this group is attached to */
+  pm_Env *chunk_env; /* chunk groups: the chunk's environment */
   /* stopwatch (stopwatch.c) */
-  uint64_t owner_iter;   /* iteration its stopwatch runs in; 0: stopped */
+  uint64_t owner_iter; /* iteration its stopwatch runs in; 0: stopped */
   uint64_t start_cycles;
   uint32_t start_cpu;
   double start_blocking;
@@ -60,46 +60,45 @@ typedef struct pm_Set {
 
 struct pm_Env {
   const void *table; /* NULL once the table is collected */
-  int refs;          /* chunk records and chunk groups naming it */
+  int refs; /* chunk records and chunk groups naming it */
   int n;
   pm_Group *g[PM_ENV_GROUPS];
   pm_Env *next, *prev; /* all records, for memberships */
 };
 
 typedef struct pm_Chunk {
-  pm_Env *env;     /* the environment it was loaded with, or NULL */
-  int ambiguous;   /* the source is shared by chunks of different envs */
-  int unresolved;  /* env-less functions were resolved before env known */
+  pm_Env *env; /* the environment it was loaded with, or NULL */
+  int ambiguous; /* the source is shared by chunks of different envs */
+  int unresolved; /* env-less functions were resolved before env known */
   pm_Group *group; /* its chunk group, made while "chunks" is probed */
 } pm_Chunk;
 
-pm_Group *pm_group_new(pm_State *S, const char *name, const char *kind);
-pm_Group *pm_group_get(pm_State *S, int id);
+pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind);
+pm_Group *pm_group_get (pm_State *S, int id);
 
-pm_Env *pm_env_get(pm_State *S, const void *table, int create);
-int pm_env_attach(pm_State *S, pm_Env *e, pm_Group *g);
-int pm_env_detach(pm_State *S, pm_Env *e, pm_Group *g);
-void pm_env_unref(pm_State *S, pm_Env *e);
-void pm_env_forget(pm_State *S, pm_Env *e); /* its table was collected */
+pm_Env *pm_env_get (pm_State *S, const void *table, int create);
+int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g);
+int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g);
+void pm_env_unref (pm_State *S, pm_Env *e);
+void pm_env_forget (pm_State *S, pm_Env *e); /* its table was collected */
 
-pm_Chunk *pm_chunk_get(pm_State *S, const void *source, int create);
-void pm_chunk_set_env(pm_State *S, pm_Chunk *c, pm_Env *e);
-void pm_chunk_forget(pm_State *S, pm_Chunk *c);
+pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create);
+void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e);
+void pm_chunk_forget (pm_State *S, pm_Chunk *c);
 
 /* The set of e's groups, plus c's chunk group when chunks are probed;
 ** NULL when memory ran out. */
-pm_Set *pm_set_for(pm_State *S, pm_Env *e, pm_Chunk *c,
-                   const char *chunkname);
-void pm_sets_free(pm_State *S);
+pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *chunkname);
+void pm_sets_free (pm_State *S);
 
 /* Groups that contain g: attached to every environment g is attached to
 ** (for a chunk group, its environment's groups).  Writes up to max ids. */
-int pm_memberships(pm_State *S, pm_Group *g, int *ids, int max);
+int pm_memberships (pm_State *S, pm_Group *g, int *ids, int max);
 
 /* Forgets every cached function -> set resolution: called whenever what a
 ** function resolves to may have changed (attach, detach, probes). */
-void pm_functions_forget(pm_State *S);
+void pm_functions_forget (pm_State *S);
 
-void pm_groups_free(pm_State *S);
+void pm_groups_free (pm_State *S);
 
 #endif

@@ -11,7 +11,7 @@
 
 #define PM_MASK (LUA_MASKCALL | LUA_MASKRET)
 
-static void hook(lua_State *L, lua_Debug *ar);
+static void hook (lua_State *L, lua_Debug *ar);
 
 /*
 ** {======================================================
@@ -28,11 +28,11 @@ static _Thread_local struct {
   unsigned epoch;
 } last;
 
-static void invalidate(void) {
+static void invalidate (void) {
   atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
-static pm_Thread *thread_new(pm_State *S, lua_State *L) {
+static pm_Thread *thread_new (pm_State *S, lua_State *L) {
   pm_Thread *t = pm_alloc(S, sizeof(*t));
   if (t == NULL)
     return NULL;
@@ -48,7 +48,7 @@ static pm_Thread *thread_new(pm_State *S, lua_State *L) {
   return t;
 }
 
-static void thread_free(pm_Thread *t) {
+static void thread_free (pm_Thread *t) {
   pm_State *S = t->S;
   if (t->f)
     pm_free(S, t->f, (size_t)t->cap * sizeof(pm_Frame));
@@ -59,7 +59,7 @@ static void thread_free(pm_Thread *t) {
 
 /* The slow way to the record of L, which also catches a coroutine that
 ** inherited the hook but runs after monitoring ended. */
-static pm_Thread *thread_find(lua_State *L) {
+static pm_Thread *thread_find (lua_State *L) {
   pm_State *S = pm_state_get(L);
   uintptr_t v;
   pm_Thread *t;
@@ -85,7 +85,7 @@ static pm_Thread *thread_find(lua_State *L) {
 ** =======================================================
 */
 
-static int frames_grow(pm_Thread *t) {
+static int frames_grow (pm_Thread *t) {
   int cap = t->cap ? t->cap * 2 : 32;
   pm_Frame *f = pm_alloc(t->S, (size_t)cap * sizeof(*f));
   if (f == NULL)
@@ -99,8 +99,8 @@ static int frames_grow(pm_Thread *t) {
   return 1;
 }
 
-static void push(pm_Thread *t, const void *ci, const pm_Set *set,
-                 const pm_Set *parent) {
+static void push (pm_Thread *t, const void *ci, const pm_Set *set,
+                  const pm_Set *parent) {
   pm_Frame *fr;
   if (t->n == t->cap && !frames_grow(t))
     return; /* out of memory: this frame goes unmeasured */
@@ -111,19 +111,19 @@ static void push(pm_Thread *t, const void *ci, const pm_Set *set,
   fr->owned = set != parent ? pm_sw_acquire(t->S, set) : 0;
 }
 
-static void pop(pm_Thread *t) {
+static void pop (pm_Thread *t) {
   pm_Frame *fr = &t->f[--t->n];
   if (fr->owned)
     pm_sw_release(t->S, fr->set, fr->owned, fr->iter);
 }
 
-static void unwind(pm_Thread *t, int keep) {
+static void unwind (pm_Thread *t, int keep) {
   while (t->n > keep)
     pop(t);
 }
 
 /* Index of the frame with CallInfo ci, or -1. */
-static int frame_index(const pm_Thread *t, const void *ci) {
+static int frame_index (const pm_Thread *t, const void *ci) {
   int i = t->n - 1;
   while (i >= 0 && t->f[i].ci != ci)
     i--;
@@ -131,7 +131,7 @@ static int frame_index(const pm_Thread *t, const void *ci) {
 }
 
 /* Pops frames that are no longer on the real stack of t->L. */
-static void unwind_dead(pm_Thread *t) {
+static void unwind_dead (pm_Thread *t) {
   while (t->n > 0) {
     lua_Debug ar;
     int level;
@@ -152,12 +152,12 @@ static void unwind_dead(pm_Thread *t) {
 
 /* A thread waiting in resume for the running one is LUA_OK with frames;
 ** one that yielded is LUA_YIELD; one that ended has no frames or died. */
-static int is_resumer(lua_State *L) {
+static int is_resumer (lua_State *L) {
   lua_Debug ar;
   return lua_status(L) == LUA_OK && lua_getstack(L, 0, &ar);
 }
 
-static void thread_stop(pm_Thread *t) {
+static void thread_stop (pm_Thread *t) {
   int i;
   if (lua_status(t->L) != LUA_YIELD) {
     unwind(t, 0); /* ended: its frames are gone */
@@ -172,7 +172,7 @@ static void thread_stop(pm_Thread *t) {
   t->active = 0;
 }
 
-static void thread_run(pm_Thread *t) {
+static void thread_run (pm_Thread *t) {
   const pm_Set *parent = NULL;
   int i;
   for (i = 0; i < t->n; i++) {
@@ -184,7 +184,7 @@ static void thread_run(pm_Thread *t) {
   t->active = 1;
 }
 
-static void thread_switch(pm_Thread *t) {
+static void thread_switch (pm_Thread *t) {
   pm_Thread *prev = t->S->current;
   if (prev != NULL && prev->active && !is_resumer(prev->L))
     thread_stop(prev);
@@ -206,15 +206,14 @@ static void thread_switch(pm_Thread *t) {
 ** chunk was loaded with.  A chunk learns its environment from its main
 ** function (whose upvalue 1 is _ENV by construction) or, failing that, from
 ** the first of its functions seen with an _ENV upvalue. */
-static pm_Set *resolve_lua(pm_State *S, lua_State *L) {
+static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   lua_Debug d;
   const void *envp = NULL;
   const char *name;
   pm_Chunk *c;
   pm_Env *e = NULL;
   int i, is_main;
-  for (i = 1; envp == NULL && (name = lua_getupvalue(L, -1, i)) != NULL;
-       i++) {
+  for (i = 1; envp == NULL && (name = lua_getupvalue(L, -1, i)) != NULL; i++) {
     if (strcmp(name, "_ENV") == 0 && lua_istable(L, -1))
       envp = lua_topointer(L, -1);
     lua_pop(L, 1);
@@ -241,7 +240,7 @@ static pm_Set *resolve_lua(pm_State *S, lua_State *L) {
 }
 
 /* Resolves and caches the function on the top of the stack. */
-static uintptr_t resolve(pm_State *S, lua_State *L, const void *key) {
+static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
   uintptr_t v = PM_FN_C;
   if (lua_iscfunction(L, -1)) {
     lua_CFunction f = lua_tocfunction(L, -1);
@@ -259,7 +258,7 @@ static uintptr_t resolve(pm_State *S, lua_State *L, const void *key) {
   return v;
 }
 
-int pm_hook_chunk(lua_State *L, pm_State *S, int fidx) {
+int pm_hook_chunk (lua_State *L, pm_State *S, int fidx) {
   int ok;
   lua_pushvalue(L, fidx);
   ok = resolve_lua(S, L) != NULL;
@@ -277,10 +276,10 @@ int pm_hook_chunk(lua_State *L, pm_State *S, int fidx) {
 
 /* A coroutine made before monitoring began has no hook: give it ours as
 ** it is resumed.  (Coroutines made later inherit it from their creator.) */
-static void hook_coroutine(lua_State *L, lua_Debug *ar, unsigned kind) {
+static void hook_coroutine (lua_State *L, lua_Debug *ar, unsigned kind) {
   lua_State *co = NULL;
-  const char *got = kind == PM_FN_RESUME ? lua_getlocal(L, ar, 1)
-                                         : lua_getupvalue(L, -1, 1);
+  const char *got =
+      kind == PM_FN_RESUME ? lua_getlocal(L, ar, 1) : lua_getupvalue(L, -1, 1);
   if (got != NULL) {
     co = lua_tothread(L, -1);
     lua_pop(L, 1);
@@ -289,7 +288,7 @@ static void hook_coroutine(lua_State *L, lua_Debug *ar, unsigned kind) {
     lua_sethook(co, hook, PM_MASK, 0);
 }
 
-static void on_call(pm_Thread *t, lua_State *L, lua_Debug *ar) {
+static void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar) {
   pm_State *S = t->S;
   lua_Debug up;
   const void *caller = lua_getstack(L, 1, &up) ? up.i_ci : NULL;
@@ -319,11 +318,12 @@ static void on_call(pm_Thread *t, lua_State *L, lua_Debug *ar) {
   lua_pop(L, 1);
 }
 
-static void hook(lua_State *L, lua_Debug *ar) {
-  pm_Thread *t = (last.L == L && last.epoch == atomic_load_explicit(
-                                                   &epoch, memory_order_relaxed))
-                     ? last.t
-                     : thread_find(L);
+static void hook (lua_State *L, lua_Debug *ar) {
+  pm_Thread *t =
+      (last.L == L &&
+       last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed))
+          ? last.t
+          : thread_find(L);
   int i;
   if (t == NULL)
     return;
@@ -347,12 +347,12 @@ static void hook(lua_State *L, lua_Debug *ar) {
 ** =======================================================
 */
 
-static int is_foreign(lua_State *L) {
+static int is_foreign (lua_State *L) {
   lua_Hook h = lua_gethook(L);
   return h != NULL && h != hook;
 }
 
-const char *pm_monitor_open(lua_State *L, pm_State *S, unsigned probes) {
+const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   if (S->monitors == 0) {
     if (is_foreign(L) || is_foreign(S->main))
       return "a debug hook is already set (debug.sethook); perfmon needs "
@@ -370,7 +370,7 @@ const char *pm_monitor_open(lua_State *L, pm_State *S, unsigned probes) {
   return NULL;
 }
 
-static int drop_thread(uintptr_t v, void *arg) {
+static int drop_thread (uintptr_t v, void *arg) {
   pm_Thread *t = PM_PTR(v);
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
@@ -380,7 +380,7 @@ static int drop_thread(uintptr_t v, void *arg) {
   return 1;
 }
 
-static void uninstall(lua_State *L, pm_State *S) {
+static void uninstall (lua_State *L, pm_State *S) {
   pm_map_filter(&S->known, drop_thread, NULL);
   lua_sethook(S->main, NULL, 0, 0);
   if (L != NULL)
@@ -390,7 +390,7 @@ static void uninstall(lua_State *L, pm_State *S) {
   invalidate();
 }
 
-void pm_monitor_close(lua_State *L, pm_State *S, unsigned probes) {
+void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
   pm_sw_probes(S, probes, -1);
   if (--S->monitors == 0) {
     pm_sw_stop(S);
@@ -398,7 +398,7 @@ void pm_monitor_close(lua_State *L, pm_State *S, unsigned probes) {
   }
 }
 
-void pm_hook_settle(lua_State *L, pm_State *S) {
+void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
   if (S->monitors == 0 || (t = thread_find(L)) == NULL)
     return;
@@ -407,14 +407,14 @@ void pm_hook_settle(lua_State *L, pm_State *S) {
   unwind_dead(t);
 }
 
-void pm_thread_forget(pm_State *S, pm_Thread *t) {
+void pm_thread_forget (pm_State *S, pm_Thread *t) {
   unwind(t, 0);
   thread_free(t);
   (void)S;
   invalidate();
 }
 
-void pm_hook_close(pm_State *S) {
+void pm_hook_close (pm_State *S) {
   if (S->monitors > 0)
     uninstall(NULL, S);
   S->monitors = 0;
@@ -433,7 +433,7 @@ typedef struct Usage {
   int maxdepth;
 } Usage;
 
-static int add_usage(uintptr_t v, void *arg) {
+static int add_usage (uintptr_t v, void *arg) {
   Usage *u = arg;
   if (PM_TAG(v) == PM_THREAD) {
     pm_Thread *t = PM_PTR(v);
@@ -444,7 +444,7 @@ static int add_usage(uintptr_t v, void *arg) {
   return 0;
 }
 
-size_t pm_hook_bytes(pm_State *S, int *maxdepth) {
+size_t pm_hook_bytes (pm_State *S, int *maxdepth) {
   Usage u = {0, 0};
   pm_map_filter(&S->known, add_usage, &u);
   *maxdepth = u.maxdepth;

@@ -20,10 +20,10 @@
 #include "state.h"
 
 typedef struct pm_Frame {
-  const void *ci;     /* the frame's CallInfo: identity only */
-  const pm_Set *set;  /* the groups its function belongs to */
-  uint64_t iter;      /* the iteration its stopwatches started in */
-  uint32_t owned;     /* the stopwatches it started (bits of set) */
+  const void *ci; /* the frame's CallInfo: identity only */
+  const pm_Set *set; /* the groups its function belongs to */
+  uint64_t iter; /* the iteration its stopwatches started in */
+  uint32_t owned; /* the stopwatches it started (bits of set) */
 } pm_Frame;
 
 struct pm_Thread {
@@ -36,19 +36,19 @@ struct pm_Thread {
 
 /* A monitor opens or closes: the hook is installed with the first and
 ** removed with the last.  Opening returns an error message or NULL. */
-const char *pm_monitor_open(lua_State *L, pm_State *S, unsigned probes);
-void pm_monitor_close(lua_State *L, pm_State *S, unsigned probes);
+const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes);
+void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes);
 
 /* Stops stopwatches of frames that are gone: frames unwound by an error
 ** caught in C, a coroutine that yielded.  Called at event boundaries. */
-void pm_hook_settle(lua_State *L, pm_State *S);
+void pm_hook_settle (lua_State *L, pm_State *S);
 
-void pm_thread_forget(pm_State *S, pm_Thread *t); /* its memory is freed */
-void pm_hook_close(pm_State *S);                  /* lua_close */
+void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
+void pm_hook_close (pm_State *S); /* lua_close */
 
 /* Registers a chunk's main function with its environment (perfmon.load). */
-int pm_hook_chunk(lua_State *L, pm_State *S, int fidx);
+int pm_hook_chunk (lua_State *L, pm_State *S, int fidx);
 
-size_t pm_hook_bytes(pm_State *S, int *maxdepth);
+size_t pm_hook_bytes (pm_State *S, int *maxdepth);
 
 #endif

@@ -10,7 +10,7 @@
 #include "hook.h"
 #include "stopwatch.h"
 
-static int with_state(lua_State *L, int (*f)(pm_State *S)) {
+static int with_state (lua_State *L, int (*f)(pm_State *S)) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
     return PERFMON_ENOTLOADED;
@@ -18,26 +18,26 @@ static int with_state(lua_State *L, int (*f)(pm_State *S)) {
   return f(S);
 }
 
-int perfmon_event_begin(lua_State *L) {
+int perfmon_event_begin (lua_State *L) {
   return with_state(L, pm_sw_event_begin);
 }
 
-int perfmon_event_end(lua_State *L) {
+int perfmon_event_end (lua_State *L) {
   return with_state(L, pm_sw_event_end);
 }
 
-int perfmon_nested_enter(lua_State *L) {
+int perfmon_nested_enter (lua_State *L) {
   return with_state(L, pm_sw_nested_enter);
 }
 
-int perfmon_nested_leave(lua_State *L) {
+int perfmon_nested_leave (lua_State *L) {
   return with_state(L, pm_sw_nested_leave);
 }
 
-int perfmon_blocking_begin(lua_State *L) {
+int perfmon_blocking_begin (lua_State *L) {
   return with_state(L, pm_sw_blocking_begin);
 }
 
-int perfmon_blocking_end(lua_State *L) {
+int perfmon_blocking_end (lua_State *L) {
   return with_state(L, pm_sw_blocking_end);
 }

@@ -17,17 +17,17 @@
 
 #define GROUP_MT "perfmon.group"
 
-static const char *const probe_names[] = {"jank", "blocking", "ticks",
-                                          "chunks", NULL};
+static const char *const probe_names[] = {"jank", "blocking", "ticks", "chunks",
+                                          NULL};
 
-static pm_State *state(lua_State *L) {
+static pm_State *state (lua_State *L) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
     luaL_error(L, "perfmon: the state is closing");
   return S;
 }
 
-static void *nomem(lua_State *L) {
+static void *nomem (lua_State *L) {
   luaL_error(L, "not enough memory");
   return NULL;
 }
@@ -38,17 +38,17 @@ static void *nomem(lua_State *L) {
 ** =======================================================
 */
 
-static pm_Group *check_group(lua_State *L, int arg) {
+static pm_Group *check_group (lua_State *L, int arg) {
   int *id = luaL_checkudata(L, arg, GROUP_MT);
   return pm_group_get(state(L), *id);
 }
 
-static const char *field_string(lua_State *L, const char *key) {
+static const char *field_string (lua_State *L, const char *key) {
   const char *s;
   if (lua_getfield(L, 1, key) != LUA_TSTRING)
     luaL_argerror(L, 1,
-                  lua_pushfstring(L, "field '%s' must be a string, got %s",
-                                  key, luaL_typename(L, -1)));
+                  lua_pushfstring(L, "field '%s' must be a string, got %s", key,
+                                  luaL_typename(L, -1)));
   s = lua_tostring(L, -1);
   if (*s == '\0')
     luaL_argerror(L, 1, lua_pushfstring(L, "field '%s' is empty", key));
@@ -56,12 +56,11 @@ static const char *field_string(lua_State *L, const char *key) {
 }
 
 /* perfmon.group{name = ..., kind = ...} */
-static int l_group(lua_State *L) {
+static int l_group (lua_State *L) {
   pm_Group *g;
   int *id;
   luaL_checktype(L, 1, LUA_TTABLE);
-  g = pm_group_new(state(L), field_string(L, "name"),
-                   field_string(L, "kind"));
+  g = pm_group_new(state(L), field_string(L, "name"), field_string(L, "kind"));
   if (g == NULL)
     return (nomem(L), 0);
   id = lua_newuserdatauv(L, sizeof(int), 0);
@@ -70,7 +69,7 @@ static int l_group(lua_State *L) {
   return 1;
 }
 
-static int group_index(lua_State *L) {
+static int group_index (lua_State *L) {
   pm_Group *g = check_group(L, 1);
   const char *k = lua_tostring(L, 2);
   if (k == NULL)
@@ -86,20 +85,20 @@ static int group_index(lua_State *L) {
   return 1;
 }
 
-static int group_tostring(lua_State *L) {
+static int group_tostring (lua_State *L) {
   pm_Group *g = check_group(L, 1);
   lua_pushfstring(L, "perfmon.group %d (%s '%s')", g->id, g->kind, g->name);
   return 1;
 }
 
 /* core.is_group(x) */
-static int l_is_group(lua_State *L) {
+static int l_is_group (lua_State *L) {
   lua_pushboolean(L, luaL_testudata(L, 1, GROUP_MT) != NULL);
   return 1;
 }
 
 /* perfmon.attach(env, group) */
-static int l_attach(lua_State *L) {
+static int l_attach (lua_State *L) {
   pm_State *S = state(L);
   pm_Env *e;
   pm_Group *g;
@@ -109,13 +108,14 @@ static int l_attach(lua_State *L) {
   if (e == NULL)
     return (nomem(L), 0);
   if (!pm_env_attach(S, e, g))
-    return luaL_argerror(L, 1, "environment already has the most groups "
-                               "perfmon allows (31)");
+    return luaL_argerror(L, 1,
+                         "environment already has the most groups "
+                         "perfmon allows (31)");
   return 0;
 }
 
 /* perfmon.detach(env, group) -> whether it was attached */
-static int l_detach(lua_State *L) {
+static int l_detach (lua_State *L) {
   pm_State *S = state(L);
   pm_Env *e;
   pm_Group *g;
@@ -127,7 +127,7 @@ static int l_detach(lua_State *L) {
 }
 
 /* core.chunk(fn): fn is the main function of a chunk just loaded */
-static int l_chunk(lua_State *L) {
+static int l_chunk (lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   luaL_argcheck(L, !lua_iscfunction(L, 1), 1, "Lua function expected");
   if (!pm_hook_chunk(L, state(L), 1))
@@ -143,7 +143,7 @@ static int l_chunk(lua_State *L) {
 ** =======================================================
 */
 
-static unsigned check_probes(lua_State *L, int arg) {
+static unsigned check_probes (lua_State *L, int arg) {
   lua_Integer mask = luaL_checkinteger(L, arg);
   luaL_argcheck(L, mask > 0 && mask < (1 << PM_NPROBES), arg,
                 "invalid probe mask");
@@ -151,7 +151,7 @@ static unsigned check_probes(lua_State *L, int arg) {
 }
 
 /* core.open(mask) */
-static int l_open(lua_State *L) {
+static int l_open (lua_State *L) {
   const char *err = pm_monitor_open(L, state(L), check_probes(L, 1));
   if (err != NULL)
     return luaL_error(L, "perfmon: %s", err);
@@ -159,7 +159,7 @@ static int l_open(lua_State *L) {
 }
 
 /* core.close(mask) */
-static int l_close(lua_State *L) {
+static int l_close (lua_State *L) {
   pm_State *S = pm_state_get(L);
   unsigned mask = check_probes(L, 1);
   if (S != NULL && S->monitors > 0)
@@ -175,15 +175,15 @@ static int l_close(lua_State *L) {
 ** =======================================================
 */
 
-static void set_number(lua_State *L, const char *k, double v) {
+static void set_number (lua_State *L, const char *k, double v) {
   lua_pushinteger(L, (lua_Integer)v); /* whole microseconds */
   lua_setfield(L, -2, k);
 }
 
 /* ... -> ... stats */
-static void push_stats(lua_State *L, int id, const char *name,
-                       const char *kind, const pm_Stats *st, const int *ids,
-                       int nids) {
+static void push_stats (lua_State *L, int id, const char *name,
+                        const char *kind, const pm_Stats *st, const int *ids,
+                        int nids) {
   int k, longest = 0;
   lua_createtable(L, 0, 12);
   lua_pushinteger(L, id);
@@ -217,7 +217,7 @@ static void push_stats(lua_State *L, int id, const char *name,
 }
 
 /* core.stats() -> { time, process, groups = { [id] = stats } } */
-static int l_stats(lua_State *L) {
+static int l_stats (lua_State *L) {
   pm_State *S = state(L);
   int i, ids[PM_ENV_GROUPS + 2];
   pm_hook_settle(L, S);
@@ -239,7 +239,7 @@ static int l_stats(lua_State *L) {
 }
 
 /* core.info() -> what perfmon runs on and holds */
-static int l_info(lua_State *L) {
+static int l_info (lua_State *L) {
   pm_State *S = state(L);
   int depth;
   size_t bytes = pm_hook_bytes(S, &depth);
@@ -268,7 +268,7 @@ static int l_info(lua_State *L) {
 */
 
 /* Raises at the caller's position: these are called by the user. */
-static int marker(lua_State *L, int (*f)(pm_State *), const char *misuse) {
+static int marker (lua_State *L, int (*f)(pm_State *), const char *misuse) {
   pm_State *S = state(L);
   pm_hook_settle(L, S);
   if (f(S) != PERFMON_OK) {
@@ -280,56 +280,55 @@ static int marker(lua_State *L, int (*f)(pm_State *), const char *misuse) {
   return 0;
 }
 
-static int l_event_begin(lua_State *L) {
+static int l_event_begin (lua_State *L) {
   return marker(L, pm_sw_event_begin,
                 "event_begin: an event is already open in this loop");
 }
 
-static int l_event_end(lua_State *L) {
+static int l_event_end (lua_State *L) {
   return marker(L, pm_sw_event_end, "event_end: no event is open");
 }
 
-static int l_nested_enter(lua_State *L) {
+static int l_nested_enter (lua_State *L) {
   return marker(L, pm_sw_nested_enter, "nested_enter: too many nested loops");
 }
 
-static int l_nested_leave(lua_State *L) {
+static int l_nested_leave (lua_State *L) {
   return marker(L, pm_sw_nested_leave, "nested_leave: no nested loop is open");
 }
 
-static int l_blocking_begin(lua_State *L) {
+static int l_blocking_begin (lua_State *L) {
   return marker(L, pm_sw_blocking_begin, "blocking_begin: cannot happen");
 }
 
-static int l_blocking_end(lua_State *L) {
+static int l_blocking_end (lua_State *L) {
   return marker(L, pm_sw_blocking_end,
                 "blocking_end: no blocking call is open");
 }
 
 /* }====================================================== */
 
-static const luaL_Reg core_funcs[] = {
-    {"group", l_group},
-    {"is_group", l_is_group},
-    {"attach", l_attach},
-    {"detach", l_detach},
-    {"chunk", l_chunk},
-    {"open", l_open},
-    {"close", l_close},
-    {"stats", l_stats},
-    {"info", l_info},
-    {"event_begin", l_event_begin},
-    {"event_end", l_event_end},
-    {"nested_enter", l_nested_enter},
-    {"nested_leave", l_nested_leave},
-    {"blocking_begin", l_blocking_begin},
-    {"blocking_end", l_blocking_end},
-    {NULL, NULL}};
+static const luaL_Reg core_funcs[] = {{"group", l_group},
+                                      {"is_group", l_is_group},
+                                      {"attach", l_attach},
+                                      {"detach", l_detach},
+                                      {"chunk", l_chunk},
+                                      {"open", l_open},
+                                      {"close", l_close},
+                                      {"stats", l_stats},
+                                      {"info", l_info},
+                                      {"event_begin", l_event_begin},
+                                      {"event_end", l_event_end},
+                                      {"nested_enter", l_nested_enter},
+                                      {"nested_leave", l_nested_leave},
+                                      {"blocking_begin", l_blocking_begin},
+                                      {"blocking_end", l_blocking_end},
+                                      {NULL, NULL}};
 
 static const luaL_Reg group_meta[] = {
     {"__index", group_index}, {"__tostring", group_tostring}, {NULL, NULL}};
 
-LUAMOD_API int luaopen_perfmon_core(lua_State *L) {
+LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   int i;
   pm_state_open(L);
   if (luaL_newmetatable(L, GROUP_MT))

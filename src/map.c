@@ -3,7 +3,7 @@
 */
 #include "map.h"
 
-static size_t slot_of(const pm_Map *m, const void *key) {
+static size_t slot_of (const pm_Map *m, const void *key) {
   uintptr_t h = (uintptr_t)key;
   h ^= h >> 33; /* blocks are 16-byte aligned: mix the high bits down */
   h *= (uintptr_t)0xff51afd7ed558ccdULL;
@@ -11,7 +11,7 @@ static size_t slot_of(const pm_Map *m, const void *key) {
   return (size_t)h & m->mask;
 }
 
-uintptr_t pm_map_get(const pm_Map *m, const void *key) {
+uintptr_t pm_map_get (const pm_Map *m, const void *key) {
   size_t i;
   if (m->count == 0)
     return 0;
@@ -21,7 +21,7 @@ uintptr_t pm_map_get(const pm_Map *m, const void *key) {
   return 0;
 }
 
-static void insert_new(pm_Map *m, const void *key, uintptr_t val) {
+static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
   size_t i = slot_of(m, key);
   while (m->keys[i] != NULL)
     i = (i + 1) & m->mask;
@@ -30,7 +30,7 @@ static void insert_new(pm_Map *m, const void *key, uintptr_t val) {
   m->count++;
 }
 
-static int grow(pm_Map *m, lua_Alloc f, void *ud) {
+static int grow (pm_Map *m, lua_Alloc f, void *ud) {
   size_t oldcap = m->keys ? m->mask + 1 : 0;
   size_t cap = oldcap ? oldcap * 2 : 64;
   const void **okeys = m->keys;
@@ -59,8 +59,8 @@ static int grow(pm_Map *m, lua_Alloc f, void *ud) {
   return 1;
 }
 
-int pm_map_put(pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
-               void *ud) {
+int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
+                void *ud) {
   size_t i;
   if (m->count > 0) {
     for (i = slot_of(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
@@ -79,7 +79,7 @@ int pm_map_put(pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
 
 /* Backward-shift deletion: pull later entries of the probe run into the
 ** hole so that every key stays reachable from its home slot. */
-static void remove_at(pm_Map *m, size_t i) {
+static void remove_at (pm_Map *m, size_t i) {
   size_t j = i;
   m->count--;
   for (;;) {
@@ -97,7 +97,7 @@ static void remove_at(pm_Map *m, size_t i) {
   m->keys[i] = NULL;
 }
 
-uintptr_t pm_map_del(pm_Map *m, const void *key) {
+uintptr_t pm_map_del (pm_Map *m, const void *key) {
   size_t i;
   if (m->count == 0)
     return 0;
@@ -110,8 +110,8 @@ uintptr_t pm_map_del(pm_Map *m, const void *key) {
   return 0;
 }
 
-void pm_map_filter(pm_Map *m, int (*drop)(uintptr_t val, void *arg),
-                   void *arg) {
+void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
+                    void *arg) {
   size_t i = 0;
   if (m->keys == NULL)
     return;
@@ -124,7 +124,7 @@ void pm_map_filter(pm_Map *m, int (*drop)(uintptr_t val, void *arg),
   }
 }
 
-void pm_map_free(pm_Map *m, lua_Alloc f, void *ud) {
+void pm_map_free (pm_Map *m, lua_Alloc f, void *ud) {
   if (m->keys) {
     f(ud, m->keys, (m->mask + 1) * sizeof(*m->keys), 0);
     f(ud, m->vals, (m->mask + 1) * sizeof(*m->vals), 0);
@@ -135,6 +135,6 @@ void pm_map_free(pm_Map *m, lua_Alloc f, void *ud) {
   m->count = 0;
 }
 
-size_t pm_map_bytes(const pm_Map *m) {
+size_t pm_map_bytes (const pm_Map *m) {
   return m->keys ? (m->mask + 1) * (sizeof(*m->keys) + sizeof(*m->vals)) : 0;
 }

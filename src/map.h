@@ -22,16 +22,16 @@ typedef struct pm_Map {
 } pm_Map;
 
 /* Looks key up; returns 0 when absent. */
-uintptr_t pm_map_get(const pm_Map *m, const void *key);
+uintptr_t pm_map_get (const pm_Map *m, const void *key);
 /* Inserts or replaces; returns 0 when memory ran out. */
-int pm_map_put(pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
-               void *ud);
+int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
+                void *ud);
 /* Removes key if present; returns its old value or 0. */
-uintptr_t pm_map_del(pm_Map *m, const void *key);
+uintptr_t pm_map_del (pm_Map *m, const void *key);
 /* Removes every entry for which drop(val) is true. */
-void pm_map_filter(pm_Map *m, int (*drop)(uintptr_t val, void *arg),
-                   void *arg);
-void pm_map_free(pm_Map *m, lua_Alloc f, void *ud);
-size_t pm_map_bytes(const pm_Map *m);
+void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
+                    void *arg);
+void pm_map_free (pm_Map *m, lua_Alloc f, void *ud);
+size_t pm_map_bytes (const pm_Map *m);
 
 #endif

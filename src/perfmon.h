@@ -19,24 +19,24 @@
 
 #define PERFMON_OK 0
 #define PERFMON_ENOTLOADED (-1) /* perfmon was never loaded in this state */
-#define PERFMON_EMISUSE (-2)    /* end without begin, begin inside an event */
+#define PERFMON_EMISUSE (-2) /* end without begin, begin inside an event */
 
 /* Opens the C core; require("perfmon") calls it through package.cpath. */
-LUAMOD_API int luaopen_perfmon_core(lua_State *L);
+LUAMOD_API int luaopen_perfmon_core (lua_State *L);
 
 /* One iteration of the host's event loop.  Time between the two calls is
 ** committed to the groups that ran, with their jank histograms. */
-int perfmon_event_begin(lua_State *L);
-int perfmon_event_end(lua_State *L);
+int perfmon_event_begin (lua_State *L);
+int perfmon_event_end (lua_State *L);
 
 /* A nested event loop: every measure under way in the outer iteration is
 ** cancelled, so the code that spun the loop is not charged for it. */
-int perfmon_nested_enter(lua_State *L);
-int perfmon_nested_leave(lua_State *L);
+int perfmon_nested_enter (lua_State *L);
+int perfmon_nested_leave (lua_State *L);
 
 /* A blocking call: its wall time is charged as blocking_us to the groups
 ** running around it.  Nested pairs count once. */
-int perfmon_blocking_begin(lua_State *L);
-int perfmon_blocking_end(lua_State *L);
+int perfmon_blocking_begin (lua_State *L);
+int perfmon_blocking_end (lua_State *L);
 
 #endif

@@ -13,7 +13,7 @@
 
 static const char state_key = 'S'; /* its address keys the registry */
 
-pm_State *pm_state_get(lua_State *L) {
+pm_State *pm_state_get (lua_State *L) {
   pm_State *S;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key);
   S = lua_touserdata(L, -1);
@@ -21,15 +21,15 @@ pm_State *pm_state_get(lua_State *L) {
   return (S != NULL && !S->closed) ? S : NULL;
 }
 
-void *pm_alloc(pm_State *S, size_t n) {
+void *pm_alloc (pm_State *S, size_t n) {
   return S->falloc(S->fud, NULL, 0, n);
 }
 
-void pm_free(pm_State *S, void *p, size_t n) {
+void pm_free (pm_State *S, void *p, size_t n) {
   S->falloc(S->fud, p, n, 0);
 }
 
-char *pm_strdup(pm_State *S, const char *s) {
+char *pm_strdup (pm_State *S, const char *s) {
   size_t n = strlen(s) + 1;
   char *d = pm_alloc(S, n);
   if (d != NULL)
@@ -37,12 +37,12 @@ char *pm_strdup(pm_State *S, const char *s) {
   return d;
 }
 
-void pm_strfree(pm_State *S, char *s) {
+void pm_strfree (pm_State *S, char *s) {
   if (s != NULL)
     pm_free(S, s, strlen(s) + 1);
 }
 
-static int drop_record(uintptr_t v, void *arg) {
+static int drop_record (uintptr_t v, void *arg) {
   pm_State *S = arg;
   if (PM_TAG(v) == PM_CHUNK)
     pm_chunk_forget(S, PM_PTR(v));
@@ -51,7 +51,7 @@ static int drop_record(uintptr_t v, void *arg) {
 
 /* lua_close: finalizers run before any memory is freed, so perfmon lets go
 ** of everything here and hands the allocator back before the sweep. */
-static int state_gc(lua_State *L) {
+static int state_gc (lua_State *L) {
   pm_State *S = lua_touserdata(L, 1);
   if (S->closed)
     return 0;
@@ -65,7 +65,7 @@ static int state_gc(lua_State *L) {
 }
 
 /* The C functions perfmon recognises in the hook. */
-static void find_coroutine_functions(lua_State *L, pm_State *S) {
+static void find_coroutine_functions (lua_State *L, pm_State *S) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   if (lua_getfield(L, -1, LUA_COLIBNAME) == LUA_TTABLE) {
     lua_getfield(L, -1, "resume");
@@ -79,7 +79,7 @@ static void find_coroutine_functions(lua_State *L, pm_State *S) {
   lua_pop(L, 2);
 }
 
-pm_State *pm_state_open(lua_State *L) {
+pm_State *pm_state_open (lua_State *L) {
   pm_State *S = pm_state_get(L);
   if (S != NULL)
     return S;

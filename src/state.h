@@ -24,19 +24,24 @@
 /* Tags in the low bits of a `known` value (the pointers are 8-aligned). */
 #define PM_TAG_MASK 7u
 enum {
-  PM_FN_LUA = 0,    /* a Lua function; the value is its pm_Set */
-  PM_FN_C = 1,      /* a C function: its frame inherits the caller's set */
+  PM_FN_LUA = 0, /* a Lua function; the value is its pm_Set */
+  PM_FN_C = 1, /* a C function: its frame inherits the caller's set */
   PM_FN_RESUME = 2, /* coroutine.resume: arg 1 is the thread */
-  PM_FN_WRAP = 3,   /* a coroutine.wrap function: upvalue 1 is the thread */
-  PM_THREAD = 4,    /* a pm_Thread */
-  PM_ENV = 5,       /* a pm_Env */
-  PM_CHUNK = 6      /* a pm_Chunk */
+  PM_FN_WRAP = 3, /* a coroutine.wrap function: upvalue 1 is the thread */
+  PM_THREAD = 4, /* a pm_Thread */
+  PM_ENV = 5, /* a pm_Env */
+  PM_CHUNK = 6 /* a pm_Chunk */
 };
-#define PM_TAG(v) ((unsigned)((v) & PM_TAG_MASK))
+#define PM_TAG(v) ((unsigned)((v)&PM_TAG_MASK))
 #define PM_PTR(v) ((void *)((v) & ~(uintptr_t)PM_TAG_MASK))
 
-enum { PM_PROBE_JANK, PM_PROBE_BLOCKING, PM_PROBE_TICKS, PM_PROBE_CHUNKS,
-       PM_NPROBES };
+enum {
+  PM_PROBE_JANK,
+  PM_PROBE_BLOCKING,
+  PM_PROBE_TICKS,
+  PM_PROBE_CHUNKS,
+  PM_NPROBES
+};
 #define PM_BIT(p) (1u << (p))
 
 #define PM_MAX_LOOPS 64 /* nesting depth of event loops */
@@ -62,16 +67,16 @@ struct pm_State {
   pm_Set *empty;
 
   /* stopwatch.c */
-  unsigned probes;               /* PM_BIT(probe) when held */
+  unsigned probes; /* PM_BIT(probe) when held */
   int probe_refs[PM_NPROBES];
   int monitors;
-  uint64_t iter;                 /* iteration number, 1.. */
-  uint64_t period;               /* commits so far */
-  uint64_t period_cycles;        /* cycles when the period began */
+  uint64_t iter; /* iteration number, 1.. */
+  uint64_t period; /* commits so far */
+  uint64_t period_cycles; /* cycles when the period began */
   uint32_t period_cpu;
   pm_CpuTime period_time;
-  pm_Group *touched;             /* groups that ran in this period */
-  int loop;                      /* 0: the outer loop; >0: nested */
+  pm_Group *touched; /* groups that ran in this period */
+  int loop; /* 0: the outer loop; >0: nested */
   unsigned char in_event[PM_MAX_LOOPS];
   int blocking_depth;
   double blocking_since, blocking_total;
@@ -83,11 +88,11 @@ struct pm_State {
 };
 
 /* state.c */
-pm_State *pm_state_get(lua_State *L); /* NULL when not loaded or closed */
-pm_State *pm_state_open(lua_State *L); /* makes it on first call */
-void *pm_alloc(pm_State *S, size_t n);
-void pm_free(pm_State *S, void *p, size_t n);
-char *pm_strdup(pm_State *S, const char *s);
-void pm_strfree(pm_State *S, char *s);
+pm_State *pm_state_get (lua_State *L); /* NULL when not loaded or closed */
+pm_State *pm_state_open (lua_State *L); /* makes it on first call */
+void *pm_alloc (pm_State *S, size_t n);
+void pm_free (pm_State *S, void *p, size_t n);
+char *pm_strdup (pm_State *S, const char *s);
+void pm_strfree (pm_State *S, char *s);
 
 #endif

@@ -13,7 +13,7 @@
 ** =======================================================
 */
 
-static void touch(pm_State *S, pm_Group *g) {
+static void touch (pm_State *S, pm_Group *g) {
   if (g->touched_period != S->period) {
     g->touched_period = S->period;
     g->next_touched = S->touched;
@@ -21,7 +21,7 @@ static void touch(pm_State *S, pm_Group *g) {
   }
 }
 
-static void start(pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
+static void start (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   g->owner_iter = S->iter;
   g->start_cycles = now;
   g->start_cpu = cpu;
@@ -31,18 +31,18 @@ static void start(pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
 
 /* Adds the running measure of g up to now to its recent counters.  A
 ** measure that went backwards or moved to another CPU is discarded. */
-static void charge(pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
+static void charge (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   if (now >= g->start_cycles && cpu == g->start_cpu)
     g->recent_cycles += now - g->start_cycles;
   g->recent_blocking += S->blocking_total - g->start_blocking;
 }
 
-static uint64_t read_cycles(pm_State *S, uint32_t *cpu) {
+static uint64_t read_cycles (pm_State *S, uint32_t *cpu) {
   *cpu = PM_CPU_UNKNOWN;
   return HAS(S, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
 }
 
-uint32_t pm_sw_acquire(pm_State *S, const pm_Set *s) {
+uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s) {
   uint32_t owned = 0, cpu;
   uint64_t now;
   int i;
@@ -60,8 +60,8 @@ uint32_t pm_sw_acquire(pm_State *S, const pm_Set *s) {
   return owned;
 }
 
-void pm_sw_release(pm_State *S, const pm_Set *s, uint32_t owned,
-                   uint64_t iter) {
+void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
+                    uint64_t iter) {
   uint32_t cpu;
   uint64_t now;
   int i;
@@ -83,7 +83,7 @@ void pm_sw_release(pm_State *S, const pm_Set *s, uint32_t owned,
 ** =======================================================
 */
 
-static void histogram(pm_Stats *st, double cpu_us) {
+static void histogram (pm_Stats *st, double cpu_us) {
   double ms = cpu_us / 1000.0, bound = 1.0;
   int k;
   for (k = 0; k < PM_DURATIONS && ms >= bound; k++, bound *= 2)
@@ -93,8 +93,8 @@ static void histogram(pm_Stats *st, double cpu_us) {
 /* Moves one group's recent counters into its totals.  Its CPU time is its
 ** share of the period's cycles applied to the period's measured CPU time;
 ** a share above 100% (counter reset, unsynchronised CPUs) is discarded. */
-static void commit_group(pm_State *S, pm_Group *g, uint64_t cycles,
-                         const pm_CpuTime *dt, int is_event) {
+static void commit_group (pm_State *S, pm_Group *g, uint64_t cycles,
+                          const pm_CpuTime *dt, int is_event) {
   if (HAS(S, PM_PROBE_JANK) && cycles > 0 && g->recent_cycles <= cycles) {
     double share = (double)g->recent_cycles / (double)cycles;
     double user = share * dt->user_us, sys = share * dt->system_us;
@@ -113,7 +113,7 @@ static void commit_group(pm_State *S, pm_Group *g, uint64_t cycles,
 
 /* Ends the current period.  Stopwatches still running are split at this
 ** instant: the part so far is committed, the rest goes to the next period. */
-static void commit(pm_State *S, int is_event) {
+static void commit (pm_State *S, int is_event) {
   pm_CpuTime now_time, dt;
   uint32_t cpu;
   uint64_t now = read_cycles(S, &cpu), cycles;
@@ -145,7 +145,7 @@ static void commit(pm_State *S, int is_event) {
   S->period_time = now_time;
 }
 
-void pm_sw_start(pm_State *S) {
+void pm_sw_start (pm_State *S) {
   uint32_t cpu;
   S->period++;
   S->iter++;
@@ -154,19 +154,19 @@ void pm_sw_start(pm_State *S) {
   pm_cputime(&S->period_time);
 }
 
-void pm_sw_stop(pm_State *S) {
+void pm_sw_stop (pm_State *S) {
   commit(S, 0);
   S->iter++;
 }
 
-void pm_sw_snapshot(pm_State *S) {
+void pm_sw_snapshot (pm_State *S) {
   if (S->monitors > 0 && !S->in_event[S->loop])
     commit(S, 0);
 }
 
 /* Changing probes changes what a measure means: commit what was measured
 ** so far and cancel the measures under way, so none mixes the two. */
-void pm_sw_probes(pm_State *S, unsigned probes, int delta) {
+void pm_sw_probes (pm_State *S, unsigned probes, int delta) {
   unsigned before = S->probes;
   int p;
   if (S->monitors > 0)
@@ -194,13 +194,13 @@ void pm_sw_probes(pm_State *S, unsigned probes, int delta) {
 ** =======================================================
 */
 
-static void mark(pm_State *S, int is_event) {
+static void mark (pm_State *S, int is_event) {
   if (S->monitors > 0)
     commit(S, is_event);
   S->iter++;
 }
 
-int pm_sw_event_begin(pm_State *S) {
+int pm_sw_event_begin (pm_State *S) {
   if (S->in_event[S->loop])
     return PERFMON_EMISUSE;
   mark(S, 0);
@@ -208,7 +208,7 @@ int pm_sw_event_begin(pm_State *S) {
   return PERFMON_OK;
 }
 
-int pm_sw_event_end(pm_State *S) {
+int pm_sw_event_end (pm_State *S) {
   if (!S->in_event[S->loop])
     return PERFMON_EMISUSE;
   mark(S, 1);
@@ -216,7 +216,7 @@ int pm_sw_event_end(pm_State *S) {
   return PERFMON_OK;
 }
 
-int pm_sw_nested_enter(pm_State *S) {
+int pm_sw_nested_enter (pm_State *S) {
   if (S->loop + 1 == PM_MAX_LOOPS)
     return PERFMON_EMISUSE;
   mark(S, S->in_event[S->loop]);
@@ -225,7 +225,7 @@ int pm_sw_nested_enter(pm_State *S) {
 }
 
 /* An event left open inside the nested loop ends with it. */
-int pm_sw_nested_leave(pm_State *S) {
+int pm_sw_nested_leave (pm_State *S) {
   if (S->loop == 0)
     return PERFMON_EMISUSE;
   mark(S, S->in_event[S->loop]);
@@ -233,13 +233,13 @@ int pm_sw_nested_leave(pm_State *S) {
   return PERFMON_OK;
 }
 
-int pm_sw_blocking_begin(pm_State *S) {
+int pm_sw_blocking_begin (pm_State *S) {
   if (S->blocking_depth++ == 0)
     S->blocking_since = pm_wall_us();
   return PERFMON_OK;
 }
 
-int pm_sw_blocking_end(pm_State *S) {
+int pm_sw_blocking_end (pm_State *S) {
   if (S->blocking_depth == 0)
     return PERFMON_EMISUSE;
   if (--S->blocking_depth == 0 && S->monitors > 0 &&

@@ -20,22 +20,22 @@
 
 /* Starts stopwatches for the groups of s that are not running; returns
 ** the mask of those it started (bit i: s->g[i]). */
-uint32_t pm_sw_acquire(pm_State *S, const pm_Set *s);
+uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s);
 /* Stops the stopwatches a frame started in iteration iter. */
-void pm_sw_release(pm_State *S, const pm_Set *s, uint32_t owned,
-                   uint64_t iter);
+void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
+                    uint64_t iter);
 
-void pm_sw_start(pm_State *S); /* monitoring begins */
-void pm_sw_stop(pm_State *S);  /* monitoring ends: commit what is pending */
-void pm_sw_snapshot(pm_State *S);
-void pm_sw_probes(pm_State *S, unsigned probes, int delta);
+void pm_sw_start (pm_State *S); /* monitoring begins */
+void pm_sw_stop (pm_State *S); /* monitoring ends: commit what is pending */
+void pm_sw_snapshot (pm_State *S);
+void pm_sw_probes (pm_State *S, unsigned probes, int delta);
 
 /* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */
-int pm_sw_event_begin(pm_State *S);
-int pm_sw_event_end(pm_State *S);
-int pm_sw_nested_enter(pm_State *S);
-int pm_sw_nested_leave(pm_State *S);
-int pm_sw_blocking_begin(pm_State *S);
-int pm_sw_blocking_end(pm_State *S);
+int pm_sw_event_begin (pm_State *S);
+int pm_sw_event_end (pm_State *S);
+int pm_sw_nested_enter (pm_State *S);
+int pm_sw_nested_leave (pm_State *S);
+int pm_sw_blocking_begin (pm_State *S);
+int pm_sw_blocking_end (pm_State *S);
 
 #endif

@@ -7,24 +7,17 @@
 
 #include "hook.h"
 
-static void forget(pm_State *S, const void *key, uintptr_t v) {
+static void forget (pm_State *S, const void *key, uintptr_t v) {
   pm_map_del(&S->known, key);
   switch (PM_TAG(v)) {
-  case PM_THREAD:
-    pm_thread_forget(S, PM_PTR(v));
-    break;
-  case PM_ENV:
-    pm_env_forget(S, PM_PTR(v));
-    break;
-  case PM_CHUNK:
-    pm_chunk_forget(S, PM_PTR(v));
-    break;
-  default: /* a function: its cache entry was all there was */
-    break;
+    case PM_THREAD: pm_thread_forget(S, PM_PTR(v)); break;
+    case PM_ENV: pm_env_forget(S, PM_PTR(v)); break;
+    case PM_CHUNK: pm_chunk_forget(S, PM_PTR(v)); break;
+    default: /* a function: its cache entry was all there was */ break;
   }
 }
 
-static void *watch_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
   if (nsize == 0 && ptr != NULL && S->known.count != 0) {
     uintptr_t v = pm_map_get(&S->known, ptr);
@@ -35,15 +28,15 @@ static void *watch_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 }
 
 /* Keys one probe object; a full collection must then remove the key. */
-static int probe(pm_State *S, const void *key) {
+static int probe (pm_State *S, const void *key) {
   return pm_map_put(&S->known, key, PM_FN_C, S->falloc, S->fud);
 }
 
-static size_t string_offset(lua_State *L) {
+static size_t string_offset (lua_State *L) {
   return (size_t)(lua_tostring(L, -1) - (const char *)lua_topointer(L, -1));
 }
 
-int pm_watch_open(lua_State *L, pm_State *S) {
+int pm_watch_open (lua_State *L, pm_State *S) {
   const void *keys[5];
   int i, ok = 1;
   lua_setallocf(L, watch_alloc, S);
@@ -71,6 +64,6 @@ int pm_watch_open(lua_State *L, pm_State *S) {
   return ok;
 }
 
-void pm_watch_close(lua_State *L, pm_State *S) {
+void pm_watch_close (lua_State *L, pm_State *S) {
   lua_setallocf(L, S->falloc, S->fud);
 }

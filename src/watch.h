@@ -16,8 +16,8 @@
 /* Installs the wrapper and proves, with a full collection, that frees of
 ** tables, closures, threads and strings are seen at the addresses perfmon
 ** keys them by.  Returns 0 (and leaves nothing installed) if they are not. */
-int pm_watch_open(lua_State *L, pm_State *S);
-void pm_watch_close(lua_State *L, pm_State *S);
+int pm_watch_open (lua_State *L, pm_State *S);
+void pm_watch_close (lua_State *L, pm_State *S);
 
 /* The address perfmon keys a thread by: the start of its block. */
 #define pm_thread_key(L) ((const void *)lua_getextraspace(L))
