@@ -59,8 +59,11 @@ static const char *field_string (lua_State *L, const char *key) {
 static int l_group (lua_State *L) {
   pm_Group *g;
   int *id;
+  const char *name, *kind;
   luaL_checktype(L, 1, LUA_TTABLE);
-  g = pm_group_new(state(L), field_string(L, "name"), field_string(L, "kind"));
+  name = field_string(L, "name"); /* in order: the first bad one is named */
+  kind = field_string(L, "kind");
+  g = pm_group_new(state(L), name, kind);
   if (g == NULL)
     return (nomem(L), 0);
   id = lua_newuserdatauv(L, sizeof(int), 0);

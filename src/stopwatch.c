@@ -134,13 +134,15 @@ static void commit (pm_State *S, int is_event) {
     }
     commit_group(S, g, cycles, &dt, is_event);
   }
-  S->process.user_us += dt.user_us;
-  S->process.system_us += dt.system_us;
-  S->process.cpu_us += dt.user_us + dt.system_us;
-  if (is_event) {
-    S->process.ticks++;
-    histogram(&S->process, dt.user_us + dt.system_us);
+  if (HAS(S, PM_PROBE_JANK)) {
+    S->process.user_us += dt.user_us;
+    S->process.system_us += dt.system_us;
+    S->process.cpu_us += dt.user_us + dt.system_us;
+    if (is_event)
+      histogram(&S->process, dt.user_us + dt.system_us);
   }
+  if (is_event && HAS(S, PM_PROBE_TICKS))
+    S->process.ticks++; /* the process is entered once per event */
   S->period_cycles = now;
   S->period_time = now_time;
 }

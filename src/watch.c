@@ -38,12 +38,15 @@ static size_t string_offset (lua_State *L) {
 
 int pm_watch_open (lua_State *L, pm_State *S) {
   const void *keys[5];
-  int i, ok = 1;
+  int i, ok;
   lua_setallocf(L, watch_alloc, S);
+  /* every probe object stays on the stack until its key is registered: a
+     collection step in between must not free one unseen */
   lua_newtable(L);
   keys[0] = lua_topointer(L, -1);
   luaL_loadstring(L, "return function() return 1 end");
   keys[1] = lua_topointer(L, -1);
+  lua_pushvalue(L, -1);
   lua_call(L, 0, 1);
   keys[2] = lua_topointer(L, -1);
   keys[3] = pm_thread_key(lua_newthread(L));
@@ -54,7 +57,7 @@ int pm_watch_open (lua_State *L, pm_State *S) {
   ok = string_offset(L) == S->string_offset;
   for (i = 0; i < 5; i++)
     ok = probe(S, keys[i]) && ok;
-  lua_pop(L, 5);
+  lua_pop(L, 6);
   lua_gc(L, LUA_GCCOLLECT);
   for (i = 0; i < 5; i++)
     if (pm_map_del(&S->known, keys[i]) != 0)

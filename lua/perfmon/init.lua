@@ -235,7 +235,9 @@ function perfmon.json(snap)
   local cjson = require("cjson")
   local groups = {}
   for id, st in pairs(snap.groups) do groups[tostring(id)] = st end
-  local text = cjson.encode({ time = snap.time, process = snap.process, groups = groups })
+  -- cjson writes 14 significant digits; time has 16, so it is written here
+  local text = ('{"time":%d,"process":%s,"groups":%s}'):format(
+    snap.time, cjson.encode(snap.process), cjson.encode(groups))
   -- cjson writes an empty table as {}: memberships is always a list
   return (text:gsub('"memberships":{}', '"memberships":[]'))
 end
