@@ -54,13 +54,6 @@ local function assert_near(actual, truth, what)
       what, fmt(actual), fmt(truth), fmt(lo), fmt(hi)))
 end
 
--- "not charged" for `work` µs of somebody else's work: below 15% of it or 3 ms
-local function assert_not_charged(actual, work, what)
-  local bound = math.max(0.15 * work, 3 * MS)
-  assert(actual <= bound,
-    ("%s: charged %s, expected at most %s"):format(what, fmt(actual), fmt(bound)))
-end
-
 -- The process bounds every group, in every diff.
 local function assert_bounded(d)
   for id, s in pairs(d.groups) do

@@ -43,6 +43,7 @@ typedef struct pm_Group {
   uint64_t start_cycles;
   uint32_t start_cpu;
   double start_blocking;
+  uint64_t start_blocked; /* S->blocked_cycles when it started */
   uint64_t recent_cycles; /* since the period began */
   double recent_blocking;
   uint64_t recent_ticks;

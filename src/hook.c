@@ -57,26 +57,6 @@ static void thread_free (pm_Thread *t) {
   pm_free(S, t, sizeof(*t));
 }
 
-/* The slow way to the record of L, which also catches a coroutine that
-** inherited the hook but runs after monitoring ended. */
-static pm_Thread *thread_find (lua_State *L) {
-  pm_State *S = pm_state_get(L);
-  uintptr_t v;
-  pm_Thread *t;
-  if (S == NULL || S->monitors == 0) {
-    lua_sethook(L, NULL, 0, 0);
-    return NULL;
-  }
-  v = pm_map_get(&S->known, pm_thread_key(L));
-  t = (v != 0 && PM_TAG(v) == PM_THREAD) ? PM_PTR(v) : thread_new(S, L);
-  if (t != NULL) {
-    last.L = L;
-    last.t = t;
-    last.epoch = atomic_load_explicit(&epoch, memory_order_relaxed);
-  }
-  return t;
-}
-
 /* }====================================================== */
 
 /*
@@ -258,6 +238,62 @@ static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
   return v;
 }
 
+/* The value cached for the function on the top of the stack. */
+static uintptr_t lookup (pm_State *S, lua_State *L) {
+  const void *key = lua_topointer(L, -1);
+  uintptr_t v = pm_map_get(&S->known, key);
+  return v != 0 ? v : resolve(S, L, key);
+}
+
+static const pm_Set *set_of (uintptr_t v, const pm_Set *parent) {
+  return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : parent;
+}
+
+/* A thread first seen with frames already on its stack (a coroutine that
+** was suspended before monitoring began, the frames that opened the
+** monitor) gets them pushed, outermost first, so that their time counts.
+** Levels below `from` belong to the event being handled. */
+static void seed (pm_Thread *t, lua_State *L, int from) {
+  lua_Debug ar;
+  const pm_Set *parent = t->S->empty;
+  int level = from;
+  while (lua_getstack(L, level, &ar))
+    level++;
+  while (--level >= from) {
+    const pm_Set *set;
+    lua_getstack(L, level, &ar);
+    lua_getinfo(L, "f", &ar);
+    set = set_of(lookup(t->S, L), parent);
+    lua_pop(L, 1);
+    push(t, ar.i_ci, set, parent);
+    parent = set;
+  }
+}
+
+/* The slow way to the record of L, which also catches a coroutine that
+** inherited the hook but runs after monitoring ended. */
+static pm_Thread *thread_find (lua_State *L, int from) {
+  pm_State *S = pm_state_get(L);
+  uintptr_t v;
+  pm_Thread *t;
+  if (S == NULL || S->monitors == 0) {
+    lua_sethook(L, NULL, 0, 0);
+    return NULL;
+  }
+  v = pm_map_get(&S->known, pm_thread_key(L));
+  if (v != 0 && PM_TAG(v) == PM_THREAD) {
+    t = PM_PTR(v);
+  } else if ((t = thread_new(S, L)) != NULL) {
+    seed(t, L, from);
+  }
+  if (t != NULL) {
+    last.L = L;
+    last.t = t;
+    last.epoch = atomic_load_explicit(&epoch, memory_order_relaxed);
+  }
+  return t;
+}
+
 int pm_hook_chunk (lua_State *L, pm_State *S, int fidx) {
   int ok;
   lua_pushvalue(L, fidx);
@@ -300,9 +336,7 @@ static void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar) {
   if (!tail && t->n > 0 && t->f[t->n - 1].ci != caller)
     unwind(t, frame_index(t, caller) + 1); /* frames an error unwound */
   lua_getinfo(L, "f", ar);
-  v = pm_map_get(&S->known, lua_topointer(L, -1));
-  if (v == 0)
-    v = resolve(S, L, lua_topointer(L, -1));
+  v = lookup(S, L);
   kind = PM_TAG(v);
   if (tail) {
     if (kind != PM_FN_LUA || PM_PTR(v) == t->f[t->n - 1].set) {
@@ -312,7 +346,7 @@ static void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar) {
     pop(t);
   }
   parent = t->n > 0 ? t->f[t->n - 1].set : S->empty;
-  push(t, ar->i_ci, kind == PM_FN_LUA ? PM_PTR(v) : parent, parent);
+  push(t, ar->i_ci, set_of(v, parent), parent);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
     hook_coroutine(L, ar, kind);
   lua_pop(L, 1);
@@ -323,7 +357,7 @@ static void hook (lua_State *L, lua_Debug *ar) {
       (last.L == L &&
        last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed))
           ? last.t
-          : thread_find(L);
+          : thread_find(L, ar->event != LUA_HOOKRET);
   int i;
   if (t == NULL)
     return;
@@ -400,7 +434,7 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
 
 void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
-  if (S->monitors == 0 || (t = thread_find(L)) == NULL)
+  if (S->monitors == 0 || (t = thread_find(L, 0)) == NULL)
     return;
   if (t != S->current)
     thread_switch(t);

@@ -73,13 +73,15 @@ struct pm_State {
   uint64_t iter; /* iteration number, 1.. */
   uint64_t period; /* commits so far */
   uint64_t period_cycles; /* cycles when the period began */
+  uint64_t period_blocked; /* blocked_cycles then */
   uint32_t period_cpu;
   pm_CpuTime period_time;
   pm_Group *touched; /* groups that ran in this period */
   int loop; /* 0: the outer loop; >0: nested */
   unsigned char in_event[PM_MAX_LOOPS];
   int blocking_depth;
-  double blocking_since, blocking_total;
+  double blocking_since, blocking_total; /* wall µs */
+  uint64_t blocking_since_cycles, blocked_cycles; /* off the CPU */
   pm_Stats process;
 
   /* hook.c */

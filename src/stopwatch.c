@@ -26,14 +26,25 @@ static void start (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   g->start_cycles = now;
   g->start_cpu = cpu;
   g->start_blocking = S->blocking_total;
+  g->start_blocked = S->blocked_cycles;
   touch(S, g);
+}
+
+/* Cycles from since to now less those spent blocked since blocked0 (off the
+** CPU: counting them would inflate the share of whoever was waiting), or
+** UINT64_MAX when the counter went backwards. */
+static uint64_t busy_cycles (pm_State *S, uint64_t now, uint64_t since,
+                             uint64_t blocked0) {
+  uint64_t blocked = S->blocked_cycles - blocked0;
+  return now >= since + blocked ? now - since - blocked : UINT64_MAX;
 }
 
 /* Adds the running measure of g up to now to its recent counters.  A
 ** measure that went backwards or moved to another CPU is discarded. */
 static void charge (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
-  if (now >= g->start_cycles && cpu == g->start_cpu)
-    g->recent_cycles += now - g->start_cycles;
+  uint64_t d = busy_cycles(S, now, g->start_cycles, g->start_blocked);
+  if (d != UINT64_MAX && cpu == g->start_cpu)
+    g->recent_cycles += d;
   g->recent_blocking += S->blocking_total - g->start_blocking;
 }
 
@@ -123,7 +134,9 @@ static void commit (pm_State *S, int is_event) {
   dt.system_us = now_time.system_us - S->period_time.system_us;
   if (dt.user_us < 0 || dt.system_us < 0)
     dt.user_us = dt.system_us = 0;
-  cycles = now >= S->period_cycles ? now - S->period_cycles : 0;
+  cycles = busy_cycles(S, now, S->period_cycles, S->period_blocked);
+  if (cycles == UINT64_MAX)
+    cycles = 0; /* the counter went backwards: discard the period */
   S->touched = NULL;
   S->period++;
   for (; g != NULL; g = next) {
@@ -144,6 +157,7 @@ static void commit (pm_State *S, int is_event) {
   if (is_event && HAS(S, PM_PROBE_TICKS))
     S->process.ticks++; /* the process is entered once per event */
   S->period_cycles = now;
+  S->period_blocked = S->blocked_cycles;
   S->period_time = now_time;
 }
 
@@ -153,6 +167,7 @@ void pm_sw_start (pm_State *S) {
   S->iter++;
   S->touched = NULL;
   S->period_cycles = read_cycles(S, &cpu);
+  S->period_blocked = S->blocked_cycles;
   pm_cputime(&S->period_time);
 }
 
@@ -236,19 +251,27 @@ int pm_sw_nested_leave (pm_State *S) {
 }
 
 int pm_sw_blocking_begin (pm_State *S) {
-  if (S->blocking_depth++ == 0)
+  uint32_t cpu;
+  if (S->blocking_depth++ == 0) {
     S->blocking_since = pm_wall_us();
+    S->blocking_since_cycles = read_cycles(S, &cpu);
+  }
   return PERFMON_OK;
 }
 
 int pm_sw_blocking_end (pm_State *S) {
   if (S->blocking_depth == 0)
     return PERFMON_EMISUSE;
-  if (--S->blocking_depth == 0 && S->monitors > 0 &&
-      HAS(S, PM_PROBE_BLOCKING)) {
-    double d = pm_wall_us() - S->blocking_since;
-    S->blocking_total += d;
-    S->process.blocking_us += d;
+  if (--S->blocking_depth == 0 && S->monitors > 0) {
+    uint32_t cpu;
+    uint64_t now = read_cycles(S, &cpu);
+    if (S->blocking_since_cycles != 0 && now >= S->blocking_since_cycles)
+      S->blocked_cycles += now - S->blocking_since_cycles;
+    if (HAS(S, PM_PROBE_BLOCKING)) {
+      double d = pm_wall_us() - S->blocking_since;
+      S->blocking_total += d;
+      S->process.blocking_us += d;
+    }
   }
   return PERFMON_OK;
 }
