@@ -32,6 +32,7 @@ build = {
     ["perfmon.core"] = {
       sources = {
         "src/clock.c",
+        "src/frame.c",
         "src/group.c",
         "src/hook.c",
         "src/host.c",

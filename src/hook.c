@@ -4,14 +4,14 @@
 #include "hook.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "frame.h"
 #include "stopwatch.h"
 #include "watch.h"
 
 #define PM_MASK (LUA_MASKCALL | LUA_MASKRET)
-
-static void hook (lua_State *L, lua_Debug *ar);
 
 /*
 ** {======================================================
@@ -22,7 +22,17 @@ static void hook (lua_State *L, lua_Debug *ar);
 /* The record of the last lua_State seen on this OS thread.  The epoch moves
 ** whenever any record dies, so a stale entry is never used. */
 static atomic_uint epoch;
-static _Thread_local struct {
+#if defined(__GNUC__)
+#define PM_INLINE inline __attribute__((always_inline))
+/* initial-exec: a plain load, where the default model of a shared object
+   calls __tls_get_addr on every access */
+#define PM_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define PM_INLINE inline
+#define PM_TLS_MODEL
+#endif
+
+static _Thread_local PM_TLS_MODEL struct {
   lua_State *L;
   pm_Thread *t;
   unsigned epoch;
@@ -79,8 +89,8 @@ static int frames_grow (pm_Thread *t) {
   return 1;
 }
 
-static void push (pm_Thread *t, const void *ci, const pm_Set *set,
-                  const pm_Set *parent) {
+static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
+                            const pm_Set *parent) {
   pm_Frame *fr;
   if (t->n == t->cap && !frames_grow(t))
     return; /* out of memory: this frame goes unmeasured */
@@ -91,7 +101,7 @@ static void push (pm_Thread *t, const void *ci, const pm_Set *set,
   fr->owned = set != parent ? pm_sw_acquire(t->S, set) : 0;
 }
 
-static void pop (pm_Thread *t) {
+static PM_INLINE void pop (pm_Thread *t) {
   pm_Frame *fr = &t->f[--t->n];
   if (fr->owned)
     pm_sw_release(t->S, fr->set, fr->owned, fr->iter);
@@ -312,22 +322,44 @@ int pm_hook_chunk (lua_State *L, pm_State *S, int fidx) {
 
 /* A coroutine made before monitoring began has no hook: give it ours as
 ** it is resumed.  (Coroutines made later inherit it from their creator.) */
-static void hook_coroutine (lua_State *L, lua_Debug *ar, unsigned kind) {
+static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
+                            unsigned kind) {
   lua_State *co = NULL;
-  const char *got =
-      kind == PM_FN_RESUME ? lua_getlocal(L, ar, 1) : lua_getupvalue(L, -1, 1);
-  if (got != NULL) {
+  lua_getinfo(L, "f", ar);
+  if ((kind == PM_FN_RESUME ? lua_getlocal(L, ar, 1)
+                            : lua_getupvalue(L, -1, 1)) != NULL) {
     co = lua_tothread(L, -1);
     lua_pop(L, 1);
   }
-  if (co != NULL && lua_gethook(co) != hook)
-    lua_sethook(co, hook, PM_MASK, 0);
+  lua_pop(L, 1);
+  if (co != NULL && lua_gethook(co) != S->hook)
+    lua_sethook(co, S->hook, PM_MASK, 0);
 }
 
-static void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar) {
-  pm_State *S = t->S;
+/* The cached value of the function of frame ar: read from the frame
+** (fast) or through lua_getinfo, and resolved on a miss. */
+static PM_INLINE uintptr_t function_of (pm_State *S, lua_State *L,
+                                        lua_Debug *ar, int fast) {
+  uintptr_t v;
+  if (fast && (v = pm_map_get(&S->known, pm_frame_function(ar->i_ci))) != 0)
+    return v;
+  lua_getinfo(L, "f", ar);
+  v = lookup(S, L);
+  lua_pop(L, 1);
+  return v;
+}
+
+static PM_INLINE const void *caller_of (lua_State *L, lua_Debug *ar, int fast) {
   lua_Debug up;
-  const void *caller = lua_getstack(L, 1, &up) ? up.i_ci : NULL;
+  if (fast)
+    return pm_frame_caller(ar->i_ci);
+  return lua_getstack(L, 1, &up) ? up.i_ci : NULL;
+}
+
+static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
+                               int fast) {
+  pm_State *S = t->S;
+  const void *caller = caller_of(L, ar, fast);
   int tail = ar->event == LUA_HOOKTAILCALL && t->n > 0 &&
              t->f[t->n - 1].ci == ar->i_ci; /* replaces the top frame */
   const pm_Set *parent;
@@ -335,42 +367,59 @@ static void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar) {
   unsigned kind;
   if (!tail && t->n > 0 && t->f[t->n - 1].ci != caller)
     unwind(t, frame_index(t, caller) + 1); /* frames an error unwound */
-  lua_getinfo(L, "f", ar);
-  v = lookup(S, L);
+  v = function_of(S, L, ar, fast);
   kind = PM_TAG(v);
   if (tail) {
-    if (kind != PM_FN_LUA || PM_PTR(v) == t->f[t->n - 1].set) {
-      lua_pop(L, 1); /* same groups: the frame keeps its stopwatches */
-      return;
-    }
+    if (kind != PM_FN_LUA || PM_PTR(v) == t->f[t->n - 1].set)
+      return; /* same groups: the frame keeps its stopwatches */
     pop(t);
   }
   parent = t->n > 0 ? t->f[t->n - 1].set : S->empty;
   push(t, ar->i_ci, set_of(v, parent), parent);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
-    hook_coroutine(L, ar, kind);
-  lua_pop(L, 1);
+    hook_coroutine(S, L, ar, kind);
 }
 
-static void hook (lua_State *L, lua_Debug *ar) {
-  pm_Thread *t =
-      (last.L == L &&
-       last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed))
-          ? last.t
-          : thread_find(L, ar->event != LUA_HOOKRET);
+static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
+  pm_Thread *t = last.t;
   int i;
-  if (t == NULL)
-    return;
-  if (t != t->S->current)
-    thread_switch(t);
+  /* the cached record is the current thread's: every change of thread
+     goes through thread_find, and every change of S->current otherwise
+     moves the epoch */
+  if (last.L != L ||
+      last.epoch != atomic_load_explicit(&epoch, memory_order_relaxed)) {
+    if ((t = thread_find(L, ar->event != LUA_HOOKRET)) == NULL)
+      return;
+    if (t != t->S->current)
+      thread_switch(t);
+  }
   if (ar->event != LUA_HOOKRET) {
-    on_call(t, L, ar);
+    on_call(t, L, ar, fast);
   } else if (t->n > 0 && t->f[t->n - 1].ci == ar->i_ci) {
     pop(t);
   } else { /* frames an error unwound, or one that ran before the hook */
     i = frame_index(t, ar->i_ci);
     unwind(t, i < 0 ? 0 : i);
   }
+}
+
+/* The two hooks: the same code, specialised for each way to the frame. */
+static void hook_fast (lua_State *L, lua_Debug *ar) {
+  on_event(L, ar, 1);
+}
+
+static void hook_public (lua_State *L, lua_Debug *ar) {
+  on_event(L, ar, 0);
+}
+
+void pm_hook_choose (lua_State *L, pm_State *S) {
+  const char *force = getenv("PERFMON_PATH");
+  int forced = force != NULL && strcmp(force, "public") == 0;
+  S->hook = !forced && pm_frame_verify(L) ? hook_fast : hook_public;
+}
+
+const char *pm_hook_path (pm_State *S) {
+  return S->hook == hook_fast ? "fast" : "public";
 }
 
 /* }====================================================== */
@@ -381,14 +430,14 @@ static void hook (lua_State *L, lua_Debug *ar) {
 ** =======================================================
 */
 
-static int is_foreign (lua_State *L) {
+static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
-  return h != NULL && h != hook;
+  return h != NULL && h != S->hook;
 }
 
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   if (S->monitors == 0) {
-    if (is_foreign(L) || is_foreign(S->main))
+    if (is_foreign(S, L) || is_foreign(S, S->main))
       return "a debug hook is already set (debug.sethook); perfmon needs "
              "the call and return hook";
     if (S->empty == NULL &&
@@ -398,8 +447,8 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   pm_sw_probes(S, probes, 1);
   if (S->monitors++ == 0) {
     pm_sw_start(S);
-    lua_sethook(S->main, hook, PM_MASK, 0);
-    lua_sethook(L, hook, PM_MASK, 0);
+    lua_sethook(S->main, S->hook, PM_MASK, 0);
+    lua_sethook(L, S->hook, PM_MASK, 0);
   }
   return NULL;
 }

@@ -51,4 +51,9 @@ int pm_hook_chunk (lua_State *L, pm_State *S, int fidx);
 
 size_t pm_hook_bytes (pm_State *S, int *maxdepth);
 
+/* Picks the fast hook when frame.h's accessors pass their check and
+** PERFMON_PATH is not "public"; names the one in use. */
+void pm_hook_choose (lua_State *L, pm_State *S);
+const char *pm_hook_path (pm_State *S);
+
 #endif

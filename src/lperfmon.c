@@ -249,6 +249,8 @@ static int l_info (lua_State *L) {
   lua_createtable(L, 0, 6);
   lua_pushstring(L, pm_clock_name());
   lua_setfield(L, -2, "clock");
+  lua_pushstring(L, pm_hook_path(S));
+  lua_setfield(L, -2, "path");
   lua_pushinteger(L, S->monitors);
   lua_setfield(L, -2, "monitors");
   lua_pushinteger(L, S->ngroups);

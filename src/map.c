@@ -3,26 +3,8 @@
 */
 #include "map.h"
 
-static size_t slot_of (const pm_Map *m, const void *key) {
-  uintptr_t h = (uintptr_t)key;
-  h ^= h >> 33; /* blocks are 16-byte aligned: mix the high bits down */
-  h *= (uintptr_t)0xff51afd7ed558ccdULL;
-  h ^= h >> 29;
-  return (size_t)h & m->mask;
-}
-
-uintptr_t pm_map_get (const pm_Map *m, const void *key) {
-  size_t i;
-  if (m->count == 0)
-    return 0;
-  for (i = slot_of(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
-    if (m->keys[i] == key)
-      return m->vals[i];
-  return 0;
-}
-
 static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
-  size_t i = slot_of(m, key);
+  size_t i = pm_map_slot(m, key);
   while (m->keys[i] != NULL)
     i = (i + 1) & m->mask;
   m->keys[i] = key;
@@ -63,7 +45,7 @@ int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
                 void *ud) {
   size_t i;
   if (m->count > 0) {
-    for (i = slot_of(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
+    for (i = pm_map_slot(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
       if (m->keys[i] == key) {
         m->vals[i] = val;
         return 1;
@@ -87,7 +69,7 @@ static void remove_at (pm_Map *m, size_t i) {
     j = (j + 1) & m->mask;
     if (m->keys[j] == NULL)
       break;
-    home = slot_of(m, m->keys[j]);
+    home = pm_map_slot(m, m->keys[j]);
     if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
       m->keys[i] = m->keys[j];
       m->vals[i] = m->vals[j];
@@ -101,7 +83,7 @@ uintptr_t pm_map_del (pm_Map *m, const void *key) {
   size_t i;
   if (m->count == 0)
     return 0;
-  for (i = slot_of(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
+  for (i = pm_map_slot(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
     if (m->keys[i] == key) {
       uintptr_t v = m->vals[i];
       remove_at(m, i);

@@ -93,6 +93,7 @@ pm_State *pm_state_open (lua_State *L) {
   S->main = lua_tothread(L, -1);
   lua_pop(L, 1);
   find_coroutine_functions(L, S);
+  pm_hook_choose(L, S);
   if (!pm_watch_open(L, S)) {
     luaL_error(L, "perfmon: this Lua's allocator does not free objects at "
                   "the addresses lua_topointer gives; attribution could not "

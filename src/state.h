@@ -85,6 +85,7 @@ struct pm_State {
   pm_Stats process;
 
   /* hook.c */
+  lua_Hook hook; /* the fast or the public one */
   pm_Thread *current; /* the thread of the last hook event */
   lua_CFunction resume_f, wrap_f;
 };

@@ -1,0 +1,30 @@
+/*
+** frame.h -- the fast way from a hook event to its function and caller.
+**
+** The public API answers "which function does this frame run, and which
+** frame called it?" with lua_getinfo(L, "f") and lua_getstack(L, 1), whose
+** cost is as large as the rest of the hook.  In Lua 5.4 a CallInfo begins
+** with the frame's function slot, and its third word is the caller's
+** CallInfo; the slot begins with the function's address, the value
+** lua_topointer gives.  This leans on Lua's private layout, so
+** pm_frame_verify checks it against the public API when perfmon starts, and
+** perfmon uses the public API alone if anything differs.
+*/
+#ifndef PM_FRAME_H
+#define PM_FRAME_H
+
+#include <lua.h>
+
+static inline const void *pm_frame_function (const void *ci) {
+  return **(void *const *const *)ci;
+}
+
+static inline const void *pm_frame_caller (const void *ci) {
+  return ((void *const *)ci)[2];
+}
+
+/* Runs a few calls of every kind (Lua, C, C closure, tail call) under a
+** test hook; returns whether both accessors agreed with the public API. */
+int pm_frame_verify (lua_State *L);
+
+#endif
