@@ -65,11 +65,7 @@ local function burn(fn, total_ms, piece_ms)
   return spent * 1e6, n
 end
 
-local function assert_near(got_us, want_us, what)
-  local tol = 0.25 * want_us + 3000
-  assert(math.abs(got_us - want_us) <= tol,
-    ("%s: got %.0f µs, expected %.0f µs (± %.0f)"):format(what or "cpu_us", got_us, want_us, tol))
-end
+local assert_near = require("spec.support.truth").assert_near -- 25% + 3 ms
 
 local function assert_not_charged(got_us, what)
   assert(got_us < NOT_CHARGED_US,

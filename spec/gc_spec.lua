@@ -47,11 +47,7 @@ return function(n, ms)
 end
 ]]
 
-local function assert_near(got_us, want_us, what)
-  local tol = 0.25 * want_us + 3000
-  assert(math.abs(got_us - want_us) <= tol,
-    ("%s: got %.0f µs, expected %.0f µs (± %.0f)"):format(what or "cpu_us", got_us, want_us, tol))
-end
+local assert_near = require("spec.support.truth").assert_near -- 25% + 3 ms
 
 -- Every group in the difference d has exactly expected[id] ticks (0 when
 -- absent), and the total matches.

@@ -11,8 +11,8 @@
 local perfmon = require("perfmon")
 
 local MS = 1000     -- µs per ms
-local TOL = 0.25    -- relative tolerance on a charged time
-local SLACK = 3 * MS -- absolute slack, µs
+local truth = require("spec.support.truth")
+local TOL, SLACK = truth.TOLERANCE, truth.SLACK_US -- on a charged time
 local BOUND_SLACK = 100 -- µs: rounding between a group's and the process' totals
 
 local SPIN = "local function spin(ms) local t = os.clock() + ms / 1000 "
@@ -46,13 +46,7 @@ end
 
 local function cpu(d, g) return st(d, g).cpu_us end
 
--- charged within TOL + SLACK of the truth (µs)
-local function assert_near(actual, truth, what)
-  local lo, hi = truth * (1 - TOL) - SLACK, truth * (1 + TOL) + SLACK
-  assert(actual >= lo and actual <= hi,
-    ("%s: charged %s, expected %s (%s .. %s)"):format(
-      what, fmt(actual), fmt(truth), fmt(lo), fmt(hi)))
-end
+local assert_near = truth.assert_near
 
 -- The process bounds every group, in every diff.
 local function assert_bounded(d)
