@@ -259,6 +259,19 @@ static const pm_Set *set_of (uintptr_t v, const pm_Set *parent) {
   return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : parent;
 }
 
+/* The cached value of the function of frame ar: read from the frame
+** (fast) or through lua_getinfo, and resolved on a miss. */
+static PM_INLINE uintptr_t function_of (pm_State *S, lua_State *L,
+                                        lua_Debug *ar, int fast) {
+  uintptr_t v;
+  if (fast && (v = pm_map_get(&S->known, pm_frame_function(ar->i_ci))) != 0)
+    return v;
+  lua_getinfo(L, "f", ar);
+  v = lookup(S, L);
+  lua_pop(L, 1);
+  return v;
+}
+
 /* A thread first seen with frames already on its stack (a coroutine that
 ** was suspended before monitoring began, the frames that opened the
 ** monitor) gets them pushed, outermost first, so that their time counts.
@@ -272,16 +285,15 @@ static void seed (pm_Thread *t, lua_State *L, int from) {
   while (--level >= from) {
     const pm_Set *set;
     lua_getstack(L, level, &ar);
-    lua_getinfo(L, "f", &ar);
-    set = set_of(lookup(t->S, L), parent);
-    lua_pop(L, 1);
+    set = set_of(function_of(t->S, L, &ar, 0), parent);
     push(t, ar.i_ci, set, parent);
     parent = set;
   }
 }
 
-/* The slow way to the record of L, which also catches a coroutine that
-** inherited the hook but runs after monitoring ended. */
+/* The slow way to the record of L, made current (a coroutine switch).  It
+** also catches a coroutine that inherited the hook but runs after
+** monitoring ended. */
 static pm_Thread *thread_find (lua_State *L, int from) {
   pm_State *S = pm_state_get(L);
   uintptr_t v;
@@ -300,6 +312,8 @@ static pm_Thread *thread_find (lua_State *L, int from) {
     last.L = L;
     last.t = t;
     last.epoch = atomic_load_explicit(&epoch, memory_order_relaxed);
+    if (t != S->current)
+      thread_switch(t);
   }
   return t;
 }
@@ -334,19 +348,6 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
   lua_pop(L, 1);
   if (co != NULL && lua_gethook(co) != S->hook)
     lua_sethook(co, S->hook, PM_MASK, 0);
-}
-
-/* The cached value of the function of frame ar: read from the frame
-** (fast) or through lua_getinfo, and resolved on a miss. */
-static PM_INLINE uintptr_t function_of (pm_State *S, lua_State *L,
-                                        lua_Debug *ar, int fast) {
-  uintptr_t v;
-  if (fast && (v = pm_map_get(&S->known, pm_frame_function(ar->i_ci))) != 0)
-    return v;
-  lua_getinfo(L, "f", ar);
-  v = lookup(S, L);
-  lua_pop(L, 1);
-  return v;
 }
 
 static PM_INLINE const void *caller_of (lua_State *L, lua_Debug *ar, int fast) {
@@ -390,8 +391,6 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
       last.epoch != atomic_load_explicit(&epoch, memory_order_relaxed)) {
     if ((t = thread_find(L, ar->event != LUA_HOOKRET)) == NULL)
       return;
-    if (t != t->S->current)
-      thread_switch(t);
   }
   if (ar->event != LUA_HOOKRET) {
     on_call(t, L, ar, fast);
@@ -485,8 +484,6 @@ void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
   if (S->monitors == 0 || (t = thread_find(L, 0)) == NULL)
     return;
-  if (t != S->current)
-    thread_switch(t);
   unwind_dead(t);
 }
 
