@@ -66,8 +66,18 @@ const char *pm_clock_name (void) {
 #endif
 }
 
+static double read_us (clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* getrusage gives the user/system split, but Linux updates a running
+** thread's figures only at scheduler ticks: a 2 ms event can read as 6.
+** The thread CPU clock is exact, so it gives the total. */
 void pm_cputime (pm_CpuTime *t) {
   struct rusage ru;
+  t->cpu_us = read_us(CLOCK_THREAD_CPUTIME_ID);
 #if defined(RUSAGE_THREAD)
   getrusage(RUSAGE_THREAD, &ru);
 #else
@@ -77,10 +87,24 @@ void pm_cputime (pm_CpuTime *t) {
   t->system_us = (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
 }
 
-static double read_us (clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+static double nonnegative (double x) {
+  return x > 0 ? x : 0;
+}
+
+void pm_cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
+                       pm_CpuTime *d) {
+  double user = nonnegative(to->user_us - from->user_us);
+  double sys = nonnegative(to->system_us - from->system_us);
+  double user_share;
+  if (user + sys > 0) /* this span's own split */
+    user_share = user / (user + sys);
+  else if (to->user_us + to->system_us > 0) /* the thread's split so far */
+    user_share = to->user_us / (to->user_us + to->system_us);
+  else
+    user_share = 1;
+  d->cpu_us = nonnegative(to->cpu_us - from->cpu_us);
+  d->user_us = d->cpu_us * user_share;
+  d->system_us = d->cpu_us - d->user_us;
 }
 
 double pm_wall_us (void) {

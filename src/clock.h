@@ -5,8 +5,9 @@
 ** starts or stops: the cycle counter (rdtscp on x86-64, the virtual counter
 ** on arm64, CLOCK_MONOTONIC in ns elsewhere), with the id of the CPU it was
 ** read on where that matters and the hardware says it: a measure that starts
-** and ends on different CPUs of unsynchronised counters is discarded.  pm_cputime is the expensive, exact
-** clock read twice per event to renormalise cycles into CPU time.
+** and ends on different CPUs of unsynchronised counters is discarded.
+** pm_cputime is the expensive, exact clock read twice per event to
+** renormalise cycles into CPU time.
 */
 #ifndef PM_CLOCK_H
 #define PM_CLOCK_H
@@ -16,13 +17,18 @@
 #define PM_CPU_UNKNOWN UINT32_MAX
 
 typedef struct pm_CpuTime {
-  double user_us;
+  double cpu_us; /* exact: CLOCK_THREAD_CPUTIME_ID */
+  double user_us; /* getrusage: moves at scheduler ticks only */
   double system_us;
 } pm_CpuTime;
 
 void pm_clock_init (void);
 uint64_t pm_cycles (uint32_t *cpu);
 void pm_cputime (pm_CpuTime *t);
+/* The thread's CPU time from `from` to `to`: the exact total, split into
+** user and system time in the proportion getrusage saw. */
+void pm_cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
+                       pm_CpuTime *d);
 double pm_wall_us (void); /* monotonic, for blocking time */
 double pm_realtime_us (void); /* since the epoch, for snapshot times */
 const char *pm_clock_name (void);

@@ -130,10 +130,7 @@ static void commit (pm_State *S, int is_event) {
   uint64_t now = read_cycles(S, &cpu), cycles;
   pm_Group *g = S->touched, *next;
   pm_cputime(&now_time);
-  dt.user_us = now_time.user_us - S->period_time.user_us;
-  dt.system_us = now_time.system_us - S->period_time.system_us;
-  if (dt.user_us < 0 || dt.system_us < 0)
-    dt.user_us = dt.system_us = 0;
+  pm_cputime_delta(&S->period_time, &now_time, &dt);
   cycles = busy_cycles(S, now, S->period_cycles, S->period_blocked);
   if (cycles == UINT64_MAX)
     cycles = 0; /* the counter went backwards: discard the period */
@@ -150,9 +147,9 @@ static void commit (pm_State *S, int is_event) {
   if (HAS(S, PM_PROBE_JANK)) {
     S->process.user_us += dt.user_us;
     S->process.system_us += dt.system_us;
-    S->process.cpu_us += dt.user_us + dt.system_us;
+    S->process.cpu_us += dt.cpu_us;
     if (is_event)
-      histogram(&S->process, dt.user_us + dt.system_us);
+      histogram(&S->process, dt.cpu_us);
   }
   if (is_event && HAS(S, PM_PROBE_TICKS))
     S->process.ticks++; /* the process is entered once per event */
