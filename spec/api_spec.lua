@@ -1009,6 +1009,27 @@ describe("perfmon API", function()
     end)
   end)
 
+  describe("error positions", function()
+    it("name the caller's line, also for arguments checked by a helper", function()
+      local cases = {
+        function() perfmon.monitor{ "nope" } end,
+        function() perfmon.monitor{} end,
+        function() perfmon.event(42) end,
+        function() perfmon.load("return 1", "=x", nil) end,
+        function() perfmon.load("return 1", "=x", {}, "notagroup") end,
+        function() perfmon.loadfile("x.lua", nil) end,
+        function() perfmon.json(nil) end,
+        function() perfmon.attach(nil, nil) end,
+      }
+      for i, f in ipairs(cases) do
+        local ok, err = pcall(f)
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("api_spec.lua:%d+: bad argument"),
+          ("case %d: %s"):format(i, tostring(err)))
+      end
+    end)
+  end)
+
   describe("limits", function()
 
     it("an environment attached to 31 groups works; the 32nd attach raises", function()

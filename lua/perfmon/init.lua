@@ -9,16 +9,23 @@ local core = require("perfmon.core")
 local perfmon = {}
 
 local PROBES = core.probes -- { jank = bit, blocking = bit, ... }
+local PROBE_LIST = {} -- "jank, blocking, ticks, chunks", in bit order
+for name in pairs(PROBES) do PROBE_LIST[#PROBE_LIST + 1] = name end
+table.sort(PROBE_LIST, function(a, b) return PROBES[a] < PROBES[b] end)
+PROBE_LIST = table.concat(PROBE_LIST, ", ")
 local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
 
-local function arg_error(n, fname, msg)
-  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 3)
+-- depth: the perfmon functions between this call and the user's code (1 in
+-- an API function, 2 in a helper it calls), so that the error names the
+-- user's line.
+local function arg_error(n, fname, msg, depth)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (depth or 1) + 2)
 end
 
 local function check_callable(fn, n, fname)
   local mt = getmetatable(fn)
   if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
-    arg_error(n, fname, "function expected, got " .. type(fn))
+    arg_error(n, fname, "function expected, got " .. type(fn), 2)
   end
 end
 
@@ -32,10 +39,10 @@ perfmon.detach = core.detach
 
 local function check_env(fname, n, env, group)
   if type(env) ~= "table" then
-    arg_error(n, fname, "table expected, got " .. type(env))
+    arg_error(n, fname, "table expected, got " .. type(env), 2)
   end
   if group ~= nil and not core.is_group(group) then
-    arg_error(n + 1, fname, "perfmon.group expected, got " .. type(group))
+    arg_error(n + 1, fname, "perfmon.group expected, got " .. type(group), 2)
   end
 end
 
@@ -180,19 +187,19 @@ Monitor.__index = Monitor
 
 local function probe_mask(probes)
   if type(probes) ~= "table" then
-    arg_error(1, "monitor", "table of probe names expected, got " .. type(probes))
+    arg_error(1, "monitor", "table of probe names expected, got " .. type(probes), 2)
   end
   local mask = 0
   for i, name in ipairs(probes) do
     local bit = PROBES[name]
     if not bit then
-      arg_error(1, "monitor", ("unknown probe %q at index %d (probes: jank, blocking, ticks, chunks)")
-        :format(tostring(name), i))
+      arg_error(1, "monitor", ("unknown probe %q at index %d (probes: %s)")
+        :format(tostring(name), i, PROBE_LIST), 2)
     end
     mask = mask | bit
   end
   if mask == 0 then
-    arg_error(1, "monitor", "at least one probe expected (jank, blocking, ticks, chunks)")
+    arg_error(1, "monitor", "at least one probe expected (" .. PROBE_LIST .. ")", 2)
   end
   return mask
 end
