@@ -31,6 +31,7 @@ build = {
   modules = {
     ["perfmon.core"] = {
       sources = {
+        "src/alert.c",
         "src/clock.c",
         "src/frame.c",
         "src/group.c",
@@ -48,5 +49,8 @@ build = {
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     ["perfmon"] = "lua/perfmon/init.lua",
+    ["perfmon.args"] = "lua/perfmon/args.lua",
+    ["perfmon.plugin_watcher"] = "lua/perfmon/plugin_watcher.lua",
+    ["perfmon.watcher"] = "lua/perfmon/watcher.lua",
   },
 }

@@ -50,6 +50,11 @@ typedef struct pm_Group {
   uint64_t touched_period;
   struct pm_Group *next_touched;
   pm_Stats total;
+  /* alerts (alert.c): the highest times since its last alert */
+  double alert_jank, alert_blocking; /* µs in one event */
+  int alert_reason; /* PM_ALERT_*: an alert waits to be taken */
+  int alert_visible;
+  double alert_time; /* realtime µs of the event that raised it */
 } pm_Group;
 
 typedef struct pm_Set {

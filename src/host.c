@@ -7,6 +7,7 @@
 */
 #include "perfmon.h"
 
+#include "alert.h"
 #include "hook.h"
 #include "stopwatch.h"
 
@@ -22,8 +23,12 @@ int perfmon_event_begin (lua_State *L) {
   return with_state(L, pm_sw_event_begin);
 }
 
+/* The watcher's alerts are delivered once the event is over. */
 int perfmon_event_end (lua_State *L) {
-  return with_state(L, pm_sw_event_end);
+  int rc = with_state(L, pm_sw_event_end);
+  if (rc == PERFMON_OK)
+    pm_alert_deliver(L, pm_state_get(L));
+  return rc;
 }
 
 int perfmon_nested_enter (lua_State *L) {
@@ -40,4 +45,20 @@ int perfmon_blocking_begin (lua_State *L) {
 
 int perfmon_blocking_end (lua_State *L) {
   return with_state(L, pm_sw_blocking_end);
+}
+
+int perfmon_user_input (lua_State *L) {
+  pm_State *S = pm_state_get(L);
+  if (S == NULL)
+    return PERFMON_ENOTLOADED;
+  pm_alert_input(S);
+  return PERFMON_OK;
+}
+
+int perfmon_animation (lua_State *L, int on) {
+  pm_State *S = pm_state_get(L);
+  if (S == NULL)
+    return PERFMON_ENOTLOADED;
+  pm_alert_animation(S, on != 0);
+  return PERFMON_OK;
 }

@@ -11,6 +11,7 @@
 
 #include <lauxlib.h>
 
+#include "alert.h"
 #include "hook.h"
 #include "perfmon.h"
 #include "stopwatch.h"
@@ -290,8 +291,11 @@ static int l_event_begin (lua_State *L) {
                 "event_begin: an event is already open in this loop");
 }
 
+/* Alerts are delivered once the event is over. */
 static int l_event_end (lua_State *L) {
-  return marker(L, pm_sw_event_end, "event_end: no event is open");
+  marker(L, pm_sw_event_end, "event_end: no event is open");
+  pm_alert_deliver(L, state(L));
+  return 0;
 }
 
 static int l_nested_enter (lua_State *L) {
@@ -313,6 +317,65 @@ static int l_blocking_end (lua_State *L) {
 
 /* }====================================================== */
 
+/*
+** {======================================================
+** Alerts (lua/perfmon/watcher.lua)
+** =======================================================
+*/
+
+static double check_us (lua_State *L, int arg) {
+  lua_Number v = luaL_checknumber(L, arg);
+  luaL_argcheck(L, v >= 0 && v < 1e15, arg, "must be a number of µs >= 0");
+  return (double)v;
+}
+
+/* core.watch(dispatcher, jank_us, blocking_us, input_window_us);
+** core.watch(nil) stops detecting alerts. */
+static int l_watch (lua_State *L) {
+  pm_State *S = state(L);
+  if (lua_isnil(L, 1)) {
+    pm_alert_watch(L, S, 1, 0, 0, 0);
+    return 0;
+  }
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  pm_alert_watch(L, S, 1, check_us(L, 2), check_us(L, 3), check_us(L, 4));
+  return 0;
+}
+
+/* core.alerts() -> { {source = ..., details = ...}, ... } */
+static int l_alerts (lua_State *L) {
+  pm_alert_take(L, state(L));
+  return 1;
+}
+
+/* core.deliver(): calls the dispatcher now, unless inside an event */
+static int l_deliver (lua_State *L) {
+  pm_State *S = state(L);
+  pm_hook_settle(L, S);
+  S->alert_due = 0;
+  pm_alert_deliver(L, S);
+  return 0;
+}
+
+static int l_user_input (lua_State *L) {
+  pm_alert_input(state(L));
+  return 0;
+}
+
+static int l_animation (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  pm_alert_animation(state(L), lua_toboolean(L, 1));
+  return 0;
+}
+
+/* core.wall_us() -> the monotonic clock the watcher's delays use */
+static int l_wall_us (lua_State *L) {
+  lua_pushnumber(L, pm_wall_us());
+  return 1;
+}
+
+/* }====================================================== */
+
 static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"is_group", l_is_group},
                                       {"attach", l_attach},
@@ -328,6 +391,12 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"nested_leave", l_nested_leave},
                                       {"blocking_begin", l_blocking_begin},
                                       {"blocking_end", l_blocking_end},
+                                      {"watch", l_watch},
+                                      {"alerts", l_alerts},
+                                      {"deliver", l_deliver},
+                                      {"user_input", l_user_input},
+                                      {"animation", l_animation},
+                                      {"wall_us", l_wall_us},
                                       {NULL, NULL}};
 
 static const luaL_Reg group_meta[] = {

@@ -7,6 +7,10 @@
 ** event loops run, and where it blocks; everything else happens inside Lua
 ** (require("perfmon"), monitors, snapshots).
 **
+** perfmon_event_end also delivers the watcher's alerts
+** (require("perfmon.watcher")) raised by the event, by calling the Lua
+** listeners after it; a listener's error is reported, never raised.
+**
 ** Every function takes any thread of the lua_State that perfmon is loaded in
 ** (luaopen_perfmon_core, or require("perfmon") from Lua).  They never raise
 ** Lua errors: they return PERFMON_OK or a negative code saying what was
@@ -38,5 +42,12 @@ int perfmon_nested_leave (lua_State *L);
 ** running around it.  Nested pairs count once. */
 int perfmon_blocking_begin (lua_State *L);
 int perfmon_blocking_end (lua_State *L);
+
+/* What makes jank visible to the user, for the watcher's alerts: input
+** (a keystroke, a click) just arrived; an animation starts (on != 0) or
+** stops.  Jank in an event during an animation, or within the watcher's
+** input window after input, is reported as visible. */
+int perfmon_user_input (lua_State *L);
+int perfmon_animation (lua_State *L, int on);
 
 #endif

@@ -47,6 +47,7 @@ enum {
 #define PM_MAX_LOOPS 64 /* nesting depth of event loops */
 
 typedef struct pm_Thread pm_Thread;
+typedef struct pm_Profiler pm_Profiler; /* profiler.c */
 
 struct pm_State {
   lua_State *main;
@@ -83,6 +84,19 @@ struct pm_State {
   double blocking_since, blocking_total; /* wall µs */
   uint64_t blocking_since_cycles, blocked_cycles; /* off the CPU */
   pm_Stats process;
+
+  /* alert.c: the watcher's thresholds (µs) and what makes jank visible */
+  int watching; /* a dispatcher is set: alerts are detected */
+  int quiet; /* listeners run: nothing is charged to groups */
+  double jank_threshold, blocking_threshold, input_window;
+  int alerts_pending; /* groups with an alert not yet taken */
+  double alert_due; /* wall µs: when the dispatcher wants its next call */
+  int animating; /* the host says an animation runs */
+  int event_animated; /* an animation ran during the open event */
+  double last_input, event_since; /* wall µs */
+
+  /* profiler.c */
+  pm_Profiler *profiler; /* the sampling profiler running, or NULL */
 
   /* hook.c */
   lua_Hook hook; /* the fast or the public one */

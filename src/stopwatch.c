@@ -3,6 +3,7 @@
 */
 #include "stopwatch.h"
 
+#include "alert.h"
 #include "perfmon.h"
 
 #define HAS(S, p) (((S)->probes & PM_BIT(p)) != 0)
@@ -103,20 +104,28 @@ static void histogram (pm_Stats *st, double cpu_us) {
 
 /* Moves one group's recent counters into its totals.  Its CPU time is its
 ** share of the period's cycles applied to the period's measured CPU time;
-** a share above 100% (counter reset, unsynchronised CPUs) is discarded. */
+** a share above 100% (counter reset, unsynchronised CPUs) is discarded.
+** In a quiet region (listeners run) the counters are dropped instead. */
 static void commit_group (pm_State *S, pm_Group *g, uint64_t cycles,
                           const pm_CpuTime *dt, int is_event) {
-  if (HAS(S, PM_PROBE_JANK) && cycles > 0 && g->recent_cycles <= cycles) {
+  double cpu = 0;
+  if (HAS(S, PM_PROBE_JANK) && cycles > 0 && g->recent_cycles <= cycles &&
+      !S->quiet) {
     double share = (double)g->recent_cycles / (double)cycles;
     double user = share * dt->user_us, sys = share * dt->system_us;
+    cpu = user + sys;
     g->total.user_us += user;
     g->total.system_us += sys;
-    g->total.cpu_us += user + sys;
+    g->total.cpu_us += cpu;
     if (is_event)
-      histogram(&g->total, user + sys);
+      histogram(&g->total, cpu);
   }
-  g->total.blocking_us += g->recent_blocking;
-  g->total.ticks += g->recent_ticks;
+  if (!S->quiet) {
+    g->total.blocking_us += g->recent_blocking;
+    g->total.ticks += g->recent_ticks;
+    if (is_event && S->watching)
+      pm_alert_check(S, g, cpu, g->recent_blocking);
+  }
   g->recent_cycles = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
@@ -173,6 +182,14 @@ void pm_sw_stop (pm_State *S) {
   S->iter++;
 }
 
+/* Quiet regions are cut at both ends so that the time inside is dropped,
+** not shared with what ran before or after. */
+void pm_sw_quiet (pm_State *S, int on) {
+  if (S->monitors > 0)
+    commit(S, 0);
+  S->quiet = on;
+}
+
 void pm_sw_snapshot (pm_State *S) {
   if (S->monitors > 0 && !S->in_event[S->loop])
     commit(S, 0);
@@ -219,6 +236,7 @@ int pm_sw_event_begin (pm_State *S) {
     return PERFMON_EMISUSE;
   mark(S, 0);
   S->in_event[S->loop] = 1;
+  pm_alert_event_begin(S);
   return PERFMON_OK;
 }
 

@@ -28,6 +28,9 @@ void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
 void pm_sw_start (pm_State *S); /* monitoring begins */
 void pm_sw_stop (pm_State *S); /* monitoring ends: commit what is pending */
 void pm_sw_snapshot (pm_State *S);
+/* A quiet region: what runs inside is charged to no group (the process
+** still counts its CPU time). */
+void pm_sw_quiet (pm_State *S, int on);
 void pm_sw_probes (pm_State *S, unsigned probes, int delta);
 
 /* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */

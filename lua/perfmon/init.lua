@@ -15,19 +15,8 @@ table.sort(PROBE_LIST, function(a, b) return PROBES[a] < PROBES[b] end)
 PROBE_LIST = table.concat(PROBE_LIST, ", ")
 local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
 
--- depth: the perfmon functions between this call and the user's code (1 in
--- an API function, 2 in a helper it calls), so that the error names the
--- user's line.
-local function arg_error(n, fname, msg, depth)
-  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (depth or 1) + 2)
-end
-
-local function check_callable(fn, n, fname)
-  local mt = getmetatable(fn)
-  if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
-    arg_error(n, fname, "function expected, got " .. type(fn), 2)
-  end
-end
+local args = require("perfmon.args")
+local arg_error, check_callable = args.error, args.check_callable
 
 ----------------------------------------------------------------------------
 -- Groups and environments
@@ -114,6 +103,14 @@ function perfmon.blocking(fn, ...)
   core.blocking_begin()
   return finish(core.blocking_end, pcall(fn, ...))
 end
+
+--- The host saw user input (a keystroke, a click): jank in the events
+-- that follow within the watcher's input window is visible.
+perfmon.user_input = core.user_input
+
+--- The host starts (true) or stops (false) an animation: jank in an event
+-- during which an animation ran is visible.
+perfmon.animation = core.animation
 
 ----------------------------------------------------------------------------
 -- Snapshots

@@ -1,0 +1,161 @@
+--- perfmon.plugin_watcher: when to tell the user that a plugin is slow.
+--
+-- A policy on top of perfmon.watcher, after Firefox's AddonWatcher.  One
+-- alert is a hiccup; a plugin is worth a warning when it keeps janking
+-- (alerts alerts within alerts_window_ms) or when it keeps the CPU busy
+-- without ever janking (cpu_percent of the wall time over cpu_window_ms,
+-- in many short events).  A plugin is warned about at most once per
+-- window, and never when its name is on the ignore list.
+
+local perfmon = require("perfmon")
+local watcher = require("perfmon.watcher")
+local core = require("perfmon.core")
+
+local PluginWatcher = {}
+PluginWatcher.__index = PluginWatcher
+
+local DEFAULTS = {
+  alerts = 3, -- alerts within alerts_window_ms: three janks in 30 s is a pattern
+  alerts_window_ms = 30000,
+  cpu_percent = 50, -- half a core for 10 s, with no jank: a busy loop
+  cpu_window_ms = 10000,
+  kind = "plugin", -- the kind of groups watched; "*" for all
+}
+local SAMPLES_PER_WINDOW = 10 -- CPU samples taken per cpu_window_ms
+
+local args = require("perfmon.args")
+
+local function arg_error(msg)
+  args.error(1, "new", msg, 3) -- in check_options' helpers
+end
+
+local function check_options(opts)
+  if type(opts) ~= "table" then arg_error("table expected, got " .. type(opts)) end
+  if type(opts.on_warning) ~= "function" then
+    arg_error("'on_warning' must be a function, got " .. type(opts.on_warning))
+  end
+  for k, default in pairs(DEFAULTS) do
+    local v = opts[k]
+    if v ~= nil and type(v) ~= type(default) then
+      arg_error(("'%s' must be a %s, got %s"):format(k, type(default), type(v)))
+    end
+    if type(v) == "number" and not (v > 0 and v < math.huge) then
+      arg_error(("'%s' must be a positive number, got %s"):format(k, tostring(v)))
+    end
+  end
+  if opts.ignore ~= nil and type(opts.ignore) ~= "table" then
+    arg_error("'ignore' must be a list of plugin names, got " .. type(opts.ignore))
+  end
+  for i, name in ipairs(opts.ignore or {}) do
+    if type(name) ~= "string" then
+      arg_error(("'ignore' must hold names: index %d is a %s"):format(i, type(name)))
+    end
+  end
+end
+
+--- Starts watching.  opts: on_warning (required: called with each
+-- warning), alerts, alerts_window_ms, cpu_percent, cpu_window_ms, kind,
+-- ignore (a list of group names).
+function PluginWatcher.new(opts)
+  check_options(opts)
+  local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
+    alert_times = {}, warned = {}, samples = {}, closed = false }, PluginWatcher)
+  for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
+  for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
+  self.monitor = perfmon.monitor { "jank" }
+  self.on_alerts = function(batch) self:_alerts(batch) end
+  self.on_tick = function() self:poll() end
+  watcher.add_listener("*", self.on_alerts)
+  watcher.add_ticker(self.on_tick, self.cpu_window_ms / SAMPLES_PER_WINDOW)
+  self:poll()
+  return self
+end
+
+function PluginWatcher:_watched(source)
+  return (self.kind == "*" or source.kind == self.kind) and not self.ignored[source.name]
+end
+
+-- At most one warning per plugin per window: the first one says it all.
+function PluginWatcher:_warn(source, now, window_ms, w)
+  local last = self.warned[source.id]
+  if last and now - last < window_ms * 1000 then return end
+  self.warned[source.id] = now
+  w.group, w.window_ms = source, window_ms
+  self.on_warning(w)
+end
+
+function PluginWatcher:_alerts(batch)
+  local now = core.wall_us()
+  local window = self.alerts_window_ms * 1000
+  for _, alert in ipairs(batch) do
+    local src, d = alert.source, alert.details
+    if self:_watched(src) then
+      local times = self.alert_times[src.id] or {}
+      self.alert_times[src.id] = times
+      times[#times + 1] = now
+      while now - times[1] > window do table.remove(times, 1) end
+      if #times >= self.alerts then
+        local what = d.reason == "jank"
+          and ("janked %d times (the last for %.0f ms%s)"):format(#times,
+            d.highest_jank_us / 1000, d.visible and ", visibly" or "")
+          or ("blocked %d times (the last for %.0f ms)"):format(#times, d.highest_blocking_us / 1000)
+        self:_warn(src, now, self.alerts_window_ms, {
+          reason = "alerts", alerts = #times, details = d,
+          message = ("plugin '%s' is slowing things down: it %s in %g s")
+            :format(src.name, what, self.alerts_window_ms / 1000),
+        })
+      end
+    end
+  end
+end
+
+--- Samples the plugins' CPU time and warns about those above cpu_percent
+-- over the last window.  Runs on its own after events; hosts with long idle
+-- periods may call it from their idle loop.
+function PluginWatcher:poll()
+  if self.closed then error("poll: the plugin watcher is closed", 2) end
+  local now = core.wall_us()
+  local snap = self.monitor:snapshot()
+  local samples = self.samples
+  samples[#samples + 1] = { time = now, snap = snap }
+  local window = self.cpu_window_ms * 1000
+  -- keep the newest sample at least a window old: the base of the window
+  while #samples > 1 and now - samples[2].time >= window do table.remove(samples, 1) end
+  local base = samples[1]
+  if now - base.time < window then return end
+  local wall = now - base.time
+  for id, st in pairs(snap.groups) do
+    local old = base.snap.groups[id]
+    local used = st.cpu_us - (old and old.cpu_us or 0)
+    local percent = 100 * used / wall
+    if percent >= self.cpu_percent and self:_watched(st) then
+      local source = { id = st.id, name = st.name, kind = st.kind, memberships = st.memberships }
+      self:_warn(source, now, self.cpu_window_ms, {
+        reason = "cpu", cpu_percent = percent,
+        message = ("plugin '%s' is slowing things down: it used %.0f%% of the CPU over the last %g s")
+          :format(st.name, percent, wall / 1e6),
+      })
+    end
+  end
+end
+
+--- Never warn about the plugin with this name (a group's name).
+function PluginWatcher:ignore(name)
+  if type(name) ~= "string" then
+    args.error(1, "ignore", "string expected, got " .. type(name))
+  end
+  self.ignored[name] = true
+end
+
+--- Stops watching; closing twice does nothing.
+function PluginWatcher:close()
+  if self.closed then return end
+  self.closed = true
+  watcher.remove_listener("*", self.on_alerts)
+  watcher.remove_ticker(self.on_tick)
+  self.monitor:close()
+end
+
+PluginWatcher.__close = PluginWatcher.close
+
+return PluginWatcher

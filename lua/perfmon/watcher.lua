@@ -1,0 +1,258 @@
+--- perfmon.watcher: "this group is slowing you down", as it happens.
+--
+-- Firefox's PerformanceWatcher for Lua hosts.  The C core detects alerts at
+-- each event's end (a group's CPU time in one event reached the jank
+-- threshold, or its blocking time the blocking threshold) and, once the
+-- event is over, calls dispatch() below in a quiet region: what listeners
+-- run is charged to no group.  Alerts are buffered for buffering_delay_ms,
+-- so that a burst reaches the universal listener as one list.
+--
+-- While nobody listens, no dispatcher is set and the core does no alert
+-- work at all; the hook never does any.
+
+local core = require("perfmon.core")
+local perfmon = require("perfmon")
+
+local watcher = {}
+
+local settings = {
+  jank_threshold_us = 64000, -- Firefox's jankAlertThreshold
+  blocking_threshold_us = 64000,
+  buffering_delay_ms = 100,
+  input_window_ms = 100, -- jank this soon after input is visible
+  on_error = function(err, target)
+    io.stderr:write(("perfmon.watcher: listener for %s failed: %s\n")
+      :format(target == "*" and '"*"' or tostring(target), tostring(err)))
+  end,
+}
+
+local listeners = {} -- [group id or "*"] = { fn, ... } in order of addition
+local targets = {} -- [group id] = the group, for error reports
+local tickers = {} -- { {fn = fn, interval = µs, due = µs}, ... }
+local nlisteners = 0
+local monitor -- held while anyone listens or ticks
+local buffer = {} -- alerts waiting for the delay, in order of arrival
+local buffered = {} -- [group id] = its entry in buffer
+local buffer_since -- wall µs when the first of them arrived
+local delivered = 0 -- alerts delivered by the last dispatch
+
+local args = require("perfmon.args")
+local arg_error, callable = args.error, args.callable
+
+----------------------------------------------------------------------------
+-- Delivery (runs in the quiet region the core opens for it)
+----------------------------------------------------------------------------
+
+-- Calls fn(...); an error goes to the error handler, and if the handler
+-- fails too, to stderr: a listener never stops the others or the host.
+local function call(target, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if not ok then
+    local hok, herr = pcall(settings.on_error, err, target, fn)
+    if not hok then
+      io.stderr:write(("perfmon.watcher: error handler failed: %s (handling: %s)\n")
+        :format(tostring(herr), tostring(err)))
+    end
+  end
+end
+
+-- A group that alerts again while buffered keeps one entry: the highest
+-- figures, visible if any was, the latest time.
+local function merge(alert)
+  local old = buffered[alert.source.id]
+  if not old then
+    buffer[#buffer + 1] = alert
+    buffered[alert.source.id] = alert
+    return
+  end
+  local d, n = old.details, alert.details
+  d.highest_jank_us = math.max(d.highest_jank_us, n.highest_jank_us)
+  d.highest_blocking_us = math.max(d.highest_blocking_us, n.highest_blocking_us)
+  d.visible = d.visible or n.visible
+  d.time_us = n.time_us
+end
+
+local function copy(list)
+  return table.move(list, 1, #list, 1, {})
+end
+
+local function flush()
+  local batch = buffer
+  buffer, buffered, buffer_since = {}, {}, nil
+  for _, alert in ipairs(batch) do
+    local id = alert.source.id
+    for _, fn in ipairs(copy(listeners[id] or {})) do
+      call(targets[id], fn, alert.source, alert.details)
+    end
+  end
+  for _, fn in ipairs(copy(listeners["*"] or {})) do
+    call("*", fn, batch)
+  end
+  return #batch
+end
+
+-- Called by the core after an event; returns in how many µs it wants to be
+-- called again (nil: only when new alerts come).
+local function dispatch()
+  local now = core.wall_us()
+  delivered = 0
+  for _, alert in ipairs(core.alerts()) do
+    buffer_since = buffer_since or now
+    merge(alert)
+  end
+  local delay = settings.buffering_delay_ms * 1000
+  if buffer_since and now - buffer_since >= delay then
+    delivered = flush()
+  end
+  local wait = buffer_since and buffer_since + delay - now
+  for _, t in ipairs(copy(tickers)) do
+    if now >= t.due then
+      t.due = now + t.interval
+      call("ticker", t.fn)
+    end
+    wait = math.min(wait or math.huge, t.due - now)
+  end
+  return wait
+end
+
+----------------------------------------------------------------------------
+-- Listening
+----------------------------------------------------------------------------
+
+local function watch()
+  core.watch(dispatch, settings.jank_threshold_us, settings.blocking_threshold_us,
+    settings.input_window_ms * 1000)
+end
+
+-- The first listener or ticker opens the watcher's monitor; the last one
+-- closes it.
+local function retain()
+  if nlisteners == 0 then
+    monitor = perfmon.monitor { "jank", "blocking" }
+    watch()
+  end
+  nlisteners = nlisteners + 1
+end
+
+local function release()
+  nlisteners = nlisteners - 1
+  if nlisteners == 0 then
+    core.watch(nil)
+    buffer, buffered, buffer_since = {}, {}, nil
+    monitor:close()
+    monitor = nil
+  end
+end
+
+local function check_target(target, fname)
+  if target == "*" then return "*" end
+  if not core.is_group(target) then
+    arg_error(1, fname, 'perfmon.group or "*" expected, got ' .. type(target), 2)
+  end
+  return target.id
+end
+
+local function find(list, fn)
+  for i, f in ipairs(list or {}) do
+    if rawequal(f, fn) then return i end
+  end
+end
+
+--- Calls fn(source, details) for each alert of group target, or fn(list)
+-- with the buffered alerts of every group when target is "*".  Adding the
+-- same listener twice has no effect.
+function watcher.add_listener(target, fn)
+  local key = check_target(target, "add_listener")
+  args.check_callable(fn, 2, "add_listener")
+  if find(listeners[key], fn) then return end
+  retain()
+  listeners[key] = listeners[key] or {}
+  table.insert(listeners[key], fn)
+  if key ~= "*" then targets[key] = target end
+end
+
+--- Removes a listener added with add_listener; removing one that is not
+-- registered for target is an error.
+function watcher.remove_listener(target, fn)
+  local key = check_target(target, "remove_listener")
+  local i = find(listeners[key], fn)
+  if not i then arg_error(2, "remove_listener", "not a listener of this target") end
+  table.remove(listeners[key], i)
+  if #listeners[key] == 0 then
+    listeners[key] = nil
+    if key ~= "*" then targets[key] = nil end
+  end
+  release()
+end
+
+--- Calls fn() after events, at most every interval_ms, outside groups (as
+-- listeners run).  Used by the plugin watcher for its CPU windows.
+function watcher.add_ticker(fn, interval_ms)
+  args.check_callable(fn, 1, "add_ticker")
+  if math.type(interval_ms) == nil or interval_ms <= 0 then
+    arg_error(2, "add_ticker", "positive number of ms expected, got " .. tostring(interval_ms))
+  end
+  for _, t in ipairs(tickers) do
+    if rawequal(t.fn, fn) then arg_error(1, "add_ticker", "already a ticker") end
+  end
+  retain()
+  local interval = interval_ms * 1000
+  tickers[#tickers + 1] = { fn = fn, interval = interval, due = core.wall_us() + interval }
+  watch() -- the next event's end dispatches, and learns the new delay
+end
+
+function watcher.remove_ticker(fn)
+  for i, t in ipairs(tickers) do
+    if rawequal(t.fn, fn) then
+      table.remove(tickers, i)
+      release()
+      return
+    end
+  end
+  arg_error(1, "remove_ticker", "not a ticker")
+end
+
+--- Delivers the alerts whose buffering delay has passed, and runs the
+-- tickers that are due.  Hosts call it from their idle loop; inside an
+-- event it does nothing (the event's end delivers).  Returns the number of
+-- alerts delivered.
+function watcher.poll()
+  if nlisteners == 0 then return 0 end
+  delivered = 0
+  core.deliver()
+  return delivered
+end
+
+----------------------------------------------------------------------------
+-- Settings
+----------------------------------------------------------------------------
+
+local CHECKS = {
+  jank_threshold_us = "number", blocking_threshold_us = "number",
+  buffering_delay_ms = "number", input_window_ms = "number",
+  on_error = "function",
+}
+
+--- Changes any of the settings; returns a copy of them all.
+function watcher.configure(t)
+  if t ~= nil and type(t) ~= "table" then
+    arg_error(1, "configure", "table expected, got " .. type(t))
+  end
+  for k, v in pairs(t or {}) do
+    local want = CHECKS[k]
+    if not want then
+      arg_error(1, "configure", ("unknown setting %q"):format(tostring(k)))
+    elseif want == "function" and not callable(v) then
+      arg_error(1, "configure", ("'%s' must be a function, got %s"):format(k, type(v)))
+    elseif want == "number" and (type(v) ~= "number" or v < 0 or v ~= v or v == math.huge) then
+      arg_error(1, "configure", ("'%s' must be a number >= 0, got %s"):format(k, tostring(v)))
+    end
+  end
+  for k, v in pairs(t or {}) do settings[k] = v end
+  if nlisteners > 0 then watch() end
+  local out = {}
+  for k, v in pairs(settings) do out[k] = v end
+  return out
+end
+
+return watcher

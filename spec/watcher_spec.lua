@@ -1,0 +1,386 @@
+-- watcher_spec.lua: perfmon.watcher's alerts and perfmon.plugin_watcher's
+-- warnings, checked against what the plugins really did (busy loops timed
+-- with os.clock, waits timed by the spec).
+
+local perfmon = require("perfmon")
+local watcher = require("perfmon.watcher")
+local PluginWatcher = require("perfmon.plugin_watcher")
+local core = require("perfmon.core")
+local truth = require("spec.support.truth")
+
+local MS = 1000
+local SPIN = "local function spin(ms) local t = os.clock() + ms / 1000 "
+  .. "while os.clock() < t do end end\n"
+
+local seq = 0
+local function plugin(name, kind)
+  seq = seq + 1
+  local g = perfmon.group { name = name, kind = kind or "plugin" }
+  local env = setmetatable({}, { __index = _G })
+  local main = assert(perfmon.load(SPIN .. "return spin", ("=watcher_spec/%d/%s"):format(seq, name), env, g))
+  return g, main()
+end
+
+local function sleep(ms) -- off the CPU: a blocking wait
+  os.execute(("sleep %.3f"):format(ms / 1000))
+end
+
+-- Registered listeners and tickers, removed after each test so that the
+-- next starts from a watcher nobody listens to.
+local registered
+local function listen(target, fn)
+  watcher.add_listener(target, fn)
+  registered[#registered + 1] = { target, fn }
+  return fn
+end
+
+local DEFAULTS = watcher.configure()
+
+before_each(function()
+  registered = {}
+  watcher.configure { buffering_delay_ms = 0, jank_threshold_us = DEFAULTS.jank_threshold_us,
+    blocking_threshold_us = DEFAULTS.blocking_threshold_us, on_error = DEFAULTS.on_error,
+    input_window_ms = DEFAULTS.input_window_ms }
+end)
+
+after_each(function()
+  for _, r in ipairs(registered) do pcall(watcher.remove_listener, r[1], r[2]) end
+  perfmon.animation(false)
+  assert.equal(0, core.info().monitors, "a monitor was left open")
+end)
+
+describe("watcher alerts", function()
+  it("alerts on the janky plugin with its real jank, and never on the quiet one", function()
+    local janky, jspin = plugin("janky")
+    local quiet, qspin = plugin("quiet")
+    local heard = {}
+    listen(janky, function(source, details) heard[#heard + 1] = { source = source, details = details } end)
+    local quiet_heard = 0
+    listen(quiet, function() quiet_heard = quiet_heard + 1 end)
+    for _ = 1, 3 do
+      perfmon.event(function() jspin(90); qspin(2) end)
+    end
+    assert.equal(3, #heard)
+    assert.equal(0, quiet_heard)
+    for _, h in ipairs(heard) do
+      assert.same({ id = janky.id, name = "janky", kind = "plugin", memberships = { 0 } }, h.source)
+      assert.equal("jank", h.details.reason)
+      truth.assert_near(h.details.highest_jank_us, 90 * MS, "highest_jank_us")
+      assert.equal(0, h.details.highest_blocking_us)
+      assert.is_false(h.details.visible)
+      assert.near(os.time() * 1e6, h.details.time_us, 5e6)
+    end
+  end)
+
+  it("respects the jank threshold", function()
+    local g, spin = plugin("threshold")
+    watcher.configure { jank_threshold_us = 30 * MS }
+    local n = 0
+    listen(g, function() n = n + 1 end)
+    perfmon.event(function() spin(8) end) -- well under
+    assert.equal(0, n)
+    perfmon.event(function() spin(45) end) -- well over
+    assert.equal(1, n)
+  end)
+
+  it("reports highest_jank_us since the last alert, not just the alerting event", function()
+    local g, spin = plugin("highest")
+    watcher.configure { jank_threshold_us = 40 * MS, buffering_delay_ms = 60000 }
+    local got
+    listen(g, function(_, d) got = d end)
+    perfmon.event(function() spin(20) end) -- below the threshold
+    perfmon.event(function() spin(100) end) -- alerts
+    perfmon.event(function() spin(60) end) -- alerts again, merged
+    assert.is_nil(got) -- still buffered
+    watcher.configure { buffering_delay_ms = 0 }
+    assert.equal(1, watcher.poll())
+    truth.assert_near(got.highest_jank_us, 100 * MS, "highest_jank_us")
+  end)
+
+  it("alerts on blocking time reaching the blocking threshold", function()
+    local g = perfmon.group { name = "blocker", kind = "plugin" }
+    local env = setmetatable({ perfmon = perfmon, sleep = sleep }, { __index = _G })
+    local save = assert(perfmon.load("return function() perfmon.blocking(sleep, 120) end",
+      "=watcher_spec/blocker", env, g))()
+    local got
+    listen(g, function(_, d) got = d end)
+    local t0 = core.wall_us()
+    perfmon.event(save)
+    local waited = core.wall_us() - t0
+    assert.is_table(got)
+    assert.equal("blocking", got.reason)
+    assert.is_true(got.highest_blocking_us >= 120 * MS and got.highest_blocking_us <= waited,
+      ("highest_blocking_us %d not within [120 ms, %.0f µs]"):format(got.highest_blocking_us, waited))
+    assert.is_true(got.highest_jank_us < 64 * MS) -- sleeping is not jank
+  end)
+
+  it("buffers alerts and hands the universal listener one batch", function()
+    local a, aspin = plugin("batch-a")
+    local b, bspin = plugin("batch-b")
+    watcher.configure { buffering_delay_ms = 60000 }
+    local batches = {}
+    listen("*", function(list) batches[#batches + 1] = list end)
+    perfmon.event(function() aspin(70) end)
+    perfmon.event(function() bspin(70) end)
+    perfmon.event(function() aspin(70) end)
+    assert.equal(0, #batches)
+    watcher.configure { buffering_delay_ms = 50 }
+    local t = core.wall_us() + 60 * MS
+    while core.wall_us() < t do end
+    assert.equal(2, watcher.poll())
+    assert.equal(1, #batches)
+    local ids = {}
+    for _, alert in ipairs(batches[1]) do ids[#ids + 1] = alert.source.id end
+    assert.same({ a.id, b.id }, ids) -- one entry per group, in order of arrival
+  end)
+
+  it("delivers buffered alerts at an event's end once the delay has passed", function()
+    local g, spin = plugin("delayed")
+    watcher.configure { buffering_delay_ms = 30 }
+    local n = 0
+    listen(g, function() n = n + 1 end)
+    perfmon.event(function() spin(70) end)
+    assert.equal(0, n)
+    local t = core.wall_us() + 40 * MS
+    while core.wall_us() < t do end
+    perfmon.event(function() end)
+    assert.equal(1, n)
+  end)
+
+  it("stops calling a removed listener, and refuses to remove an unknown one", function()
+    local g, spin = plugin("removal")
+    local n = 0
+    local fn = function() n = n + 1 end
+    watcher.add_listener(g, fn)
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, n)
+    watcher.remove_listener(g, fn)
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, n)
+    assert.equal(0, core.info().monitors) -- the watcher's monitor is gone
+    assert.has_error(function() watcher.remove_listener(g, fn) end,
+      "bad argument #2 to 'remove_listener' (not a listener of this target)")
+    assert.has_error(function() watcher.remove_listener("*", fn) end,
+      "bad argument #2 to 'remove_listener' (not a listener of this target)")
+  end)
+
+  it("isolates a failing listener: the others and the host go on", function()
+    local g, spin = plugin("failing")
+    local errors, after = {}, 0
+    watcher.configure { on_error = function(err, target) errors[#errors + 1] = { err, target } end }
+    listen(g, function() error("listener bug") end)
+    listen(g, function() after = after + 1 end)
+    listen("*", function() error("universal bug") end)
+    local ok = pcall(perfmon.event, function() spin(70) end)
+    assert.is_true(ok)
+    assert.equal(1, after)
+    assert.equal(2, #errors)
+    assert.matches("listener bug", errors[1][1])
+    assert.equal(g, errors[1][2])
+    assert.matches("universal bug", errors[2][1])
+    assert.equal("*", errors[2][2])
+  end)
+
+  it("survives a failing error handler", function()
+    local g, spin = plugin("failing-handler")
+    watcher.configure { on_error = function() error("handler bug") end }
+    local after = 0
+    listen(g, function() error("listener bug") end)
+    listen(g, function() after = after + 1 end)
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, after)
+  end)
+
+  it("never charges a listener's time to the group it hears about", function()
+    local g, spin = plugin("heard")
+    local m <close> = perfmon.monitor { "jank" }
+    local before = m:snapshot()
+    listen(g, function() spin(60) end) -- the listener runs the group's own code
+    perfmon.event(function() spin(80) end)
+    local d = m:snapshot():subtract(before)
+    truth.assert_near(d.groups[g.id].cpu_us, 80 * MS, "the group, without its listener")
+    assert.is_true(d.process.cpu_us >= 130 * MS, "the process still counts the listener")
+  end)
+
+  it("marks jank visible after user input or during an animation", function()
+    local g, spin = plugin("visible")
+    watcher.configure { input_window_ms = 50 }
+    local seen = {}
+    listen(g, function(_, d) seen[#seen + 1] = d.visible end)
+    perfmon.event(function() spin(70) end) -- no input, no animation
+    perfmon.user_input()
+    perfmon.event(function() spin(70) end) -- right after input
+    local t = core.wall_us() + 80 * MS
+    while core.wall_us() < t do end
+    perfmon.event(function() spin(70) end) -- input too long ago
+    perfmon.event(function() perfmon.animation(true); spin(70) end)
+    perfmon.event(function() spin(70) end) -- the animation still runs
+    perfmon.animation(false)
+    perfmon.event(function() spin(70) end)
+    assert.same({ false, true, false, true, true, false }, seen)
+  end)
+
+  it("detects nothing while nobody listens", function()
+    local g, spin = plugin("unheard")
+    local m <close> = perfmon.monitor { "jank" }
+    perfmon.event(function() spin(70) end)
+    local fn = listen(g, function() error("an alert from before it listened") end)
+    perfmon.event(function() end)
+    assert.same({}, core.alerts())
+    watcher.remove_listener(g, fn)
+    registered = {}
+  end)
+
+  it("delivers through perfmon.event_end and watcher.poll, not inside an event", function()
+    local g, spin = plugin("markers")
+    local n = 0
+    listen(g, function() n = n + 1 end)
+    perfmon.event_begin()
+    spin(70)
+    assert.equal(0, watcher.poll()) -- inside the event: nothing yet
+    perfmon.event_end()
+    assert.equal(1, n)
+  end)
+
+  it("rejects bad arguments, naming them", function()
+    local g = perfmon.group { name = "args", kind = "plugin" }
+    local fn = function() end
+    assert.has_error(function() watcher.add_listener(5, fn) end,
+      "bad argument #1 to 'add_listener' (perfmon.group or \"*\" expected, got number)")
+    assert.has_error(function() watcher.add_listener("all", fn) end,
+      "bad argument #1 to 'add_listener' (perfmon.group or \"*\" expected, got string)")
+    assert.has_error(function() watcher.add_listener(g, "fn") end,
+      "bad argument #2 to 'add_listener' (function expected, got string)")
+    assert.has_error(function() watcher.remove_listener(nil, fn) end,
+      "bad argument #1 to 'remove_listener' (perfmon.group or \"*\" expected, got nil)")
+    assert.has_error(function() watcher.configure(3) end,
+      "bad argument #1 to 'configure' (table expected, got number)")
+    assert.has_error(function() watcher.configure { jank_treshold_us = 1 } end,
+      "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\")")
+    assert.has_error(function() watcher.configure { jank_threshold_us = -1 } end,
+      "bad argument #1 to 'configure' ('jank_threshold_us' must be a number >= 0, got -1)")
+    assert.has_error(function() watcher.configure { buffering_delay_ms = 0 / 0 } end)
+    assert.has_error(function() watcher.configure { on_error = true } end,
+      "bad argument #1 to 'configure' ('on_error' must be a function, got boolean)")
+    assert.has_error(function() watcher.add_ticker(fn, 0) end,
+      "bad argument #2 to 'add_ticker' (positive number of ms expected, got 0)")
+    assert.has_error(function() watcher.remove_ticker(fn) end,
+      "bad argument #1 to 'remove_ticker' (not a ticker)")
+    assert.has_error(function() perfmon.animation("on") end)
+    local ok, err = pcall(perfmon.animation)
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to '.*animation' %(boolean expected, got no value%)", err)
+    assert.equal(DEFAULTS.jank_threshold_us, watcher.configure().jank_threshold_us) -- unchanged
+  end)
+
+  it("names the caller's line in argument errors", function()
+    local ok, err = pcall(watcher.add_listener, 5, print)
+    assert.is_false(ok)
+    local line = debug.getinfo(1, "l").currentline
+    local ok2, err2 = pcall(function() watcher.add_listener(5, print) end)
+    assert.is_false(ok2)
+    assert.matches("watcher_spec.lua:" .. line + 1 .. ":", err2)
+    assert.is_string(err)
+  end)
+end)
+
+describe("plugin watcher", function()
+  local pws
+  before_each(function() pws = {} end)
+  after_each(function() for _, pw in ipairs(pws) do pw:close() end end)
+  local function new(opts)
+    local pw = PluginWatcher.new(opts)
+    pws[#pws + 1] = pw
+    return pw
+  end
+
+  it("warns once when a plugin raises N alerts within the window", function()
+    local janky, jspin = plugin("pw-janky")
+    local quiet, qspin = plugin("pw-quiet")
+    local warnings = {}
+    new { on_warning = function(w) warnings[#warnings + 1] = w end, alerts = 3, alerts_window_ms = 60000 }
+    for i = 1, 5 do
+      perfmon.event(function() jspin(70); qspin(1) end)
+      if i == 2 then assert.equal(0, #warnings) end -- two alerts are not a pattern
+    end
+    assert.equal(1, #warnings) -- the third alert warns; the 4th and 5th are within the window
+    local w = warnings[1]
+    assert.equal("alerts", w.reason)
+    assert.equal(janky.id, w.group.id)
+    assert.equal(3, w.alerts)
+    assert.equal(60000, w.window_ms)
+    assert.matches("plugin 'pw%-janky' is slowing things down: it janked 3 times", w.message)
+    assert.are_not.equal(quiet.id, w.group.id)
+  end)
+
+  it("forgets alerts older than the window", function()
+    local _, spin = plugin("pw-spread")
+    local warnings = 0
+    new { on_warning = function() warnings = warnings + 1 end, alerts = 2, alerts_window_ms = 400 }
+    perfmon.event(function() spin(70) end)
+    local t = core.wall_us() + 500 * MS
+    while core.wall_us() < t do end
+    perfmon.event(function() spin(70) end)
+    assert.equal(0, warnings) -- two alerts, but over 500 ms apart
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, warnings)
+  end)
+
+  it("ignores the plugins on the ignore list and other kinds", function()
+    local _, ispin = plugin("pw-ignored")
+    local _, lspin = plugin("pw-later")
+    local _, kspin = plugin("pw-library", "library")
+    local warned = {}
+    local pw = new { on_warning = function(w) warned[w.group.name] = true end, alerts = 1, ignore = { "pw-ignored" } }
+    pw:ignore("pw-later")
+    perfmon.event(function() ispin(70); lspin(70); kspin(70) end)
+    assert.same({}, warned)
+  end)
+
+  it("warns about a plugin that keeps the CPU busy in short events", function()
+    local busy, bspin = plugin("pw-busy")
+    local _, qspin = plugin("pw-calm")
+    local warnings = {}
+    -- The busy plugin takes ~95% of the wall time on an idle machine, and
+    -- over 15% on one so loaded that the process gets a sixth of a core;
+    -- the calm one never more than 5%.
+    new { on_warning = function(w) warnings[#warnings + 1] = w end, cpu_percent = 15, cpu_window_ms = 200 }
+    local t = core.wall_us() + 800 * MS
+    while core.wall_us() < t do
+      perfmon.event(function() bspin(4); qspin(0.2) end) -- never janking
+    end
+    -- at most once per 200 ms window, in 800 ms
+    assert.is_true(#warnings >= 1 and #warnings <= 4, #warnings .. " warnings")
+    local w = warnings[1]
+    assert.equal("cpu", w.reason)
+    assert.equal(busy.id, w.group.id)
+    assert.is_true(w.cpu_percent >= 15 and w.cpu_percent <= 101, "cpu_percent " .. w.cpu_percent)
+    for _, x in ipairs(warnings) do assert.equal(busy.id, x.group.id) end
+  end)
+
+  it("rejects bad options, naming them", function()
+    assert.has_error(function() PluginWatcher.new() end,
+      "bad argument #1 to 'new' (table expected, got nil)")
+    assert.has_error(function() PluginWatcher.new {} end,
+      "bad argument #1 to 'new' ('on_warning' must be a function, got nil)")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, alerts = "3" } end,
+      "bad argument #1 to 'new' ('alerts' must be a number, got string)")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, cpu_percent = 0 } end,
+      "bad argument #1 to 'new' ('cpu_percent' must be a positive number, got 0)")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, ignore = { 1 } } end,
+      "bad argument #1 to 'new' ('ignore' must hold names: index 1 is a number)")
+    local pw = new { on_warning = print }
+    assert.has_error(function() pw:ignore(3) end, "bad argument #1 to 'ignore' (string expected, got number)")
+    pw:close()
+    pw:close()
+    assert.has_error(function() pw:poll() end, "poll: the plugin watcher is closed")
+  end)
+
+  it("closes with <close>, releasing the watcher", function()
+    do
+      local pw <close> = PluginWatcher.new { on_warning = print }
+      assert.is_true(core.info().monitors >= 2)
+    end
+    assert.equal(0, core.info().monitors)
+  end)
+end)
