@@ -74,17 +74,35 @@ static double read_us (clockid_t id) {
 
 /* getrusage gives the user/system split, but Linux updates a running
 ** thread's figures only at scheduler ticks: a 2 ms event can read as 6.
-** The thread CPU clock is exact, so it gives the total. */
+** The thread CPU clock is exact, so it gives the total.  getrusage is read
+** again only once the thread has run RUSAGE_EVERY_US since the last read:
+** its figures cannot have moved by more than a few ticks meanwhile, and
+** events are often far shorter than a tick, so reading it at every commit
+** would cost a system call for nothing. */
+#define RUSAGE_EVERY_US 4000.0
+
+static _Thread_local struct {
+  double cpu_us; /* the thread's CPU time at the last read */
+  double user_us, system_us; /* what getrusage said then */
+} split = {-RUSAGE_EVERY_US, 0, 0};
+
 void pm_cputime (pm_CpuTime *t) {
-  struct rusage ru;
   t->cpu_us = read_us(CLOCK_THREAD_CPUTIME_ID);
+  if (t->cpu_us - split.cpu_us >= RUSAGE_EVERY_US) {
+    struct rusage ru;
 #if defined(RUSAGE_THREAD)
-  getrusage(RUSAGE_THREAD, &ru);
+    getrusage(RUSAGE_THREAD, &ru);
 #else
-  getrusage(RUSAGE_SELF, &ru);
+    getrusage(RUSAGE_SELF, &ru);
 #endif
-  t->user_us = (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec;
-  t->system_us = (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
+    split.cpu_us = t->cpu_us;
+    split.user_us =
+        (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec;
+    split.system_us =
+        (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
+  }
+  t->user_us = split.user_us;
+  t->system_us = split.system_us;
 }
 
 static double nonnegative (double x) {

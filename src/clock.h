@@ -18,7 +18,7 @@
 
 typedef struct pm_CpuTime {
   double cpu_us; /* exact: CLOCK_THREAD_CPUTIME_ID */
-  double user_us; /* getrusage: moves at scheduler ticks only */
+  double user_us; /* getrusage: moves at scheduler ticks, read every 4 ms */
   double system_us;
 } pm_CpuTime;
 
