@@ -68,6 +68,7 @@ describe("watcher alerts", function()
       truth.assert_near(h.details.highest_jank_us, 90 * MS, "highest_jank_us")
       assert.equal(0, h.details.highest_blocking_us)
       assert.is_false(h.details.visible)
+      assert.equal(1, h.details.count)
       assert.near(os.time() * 1e6, h.details.time_us, 5e6)
     end
   end)
@@ -92,9 +93,12 @@ describe("watcher alerts", function()
     perfmon.event(function() spin(100) end) -- alerts
     perfmon.event(function() spin(60) end) -- alerts again, merged
     assert.is_nil(got) -- still buffered
-    watcher.configure { buffering_delay_ms = 0 }
-    assert.equal(1, watcher.poll())
+    local n, next_ms = watcher.poll()
+    assert.equal(0, n)
+    assert.is_true(next_ms > 50000 and next_ms <= 60000, "next_ms " .. tostring(next_ms))
+    assert.same({ 1, nil }, { watcher.flush() })
     truth.assert_near(got.highest_jank_us, 100 * MS, "highest_jank_us")
+    assert.equal(2, got.count) -- two events over the threshold, one alert
   end)
 
   it("alerts on blocking time reaching the blocking threshold", function()

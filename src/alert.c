@@ -42,8 +42,10 @@ void pm_alert_check (pm_State *S, pm_Group *g, double jank_us,
   if (g->alert_reason == PM_ALERT_NONE) { /* the first since it was taken */
     g->alert_reason = reason;
     g->alert_visible = 0;
+    g->alert_count = 0;
     S->alerts_pending++;
   }
+  g->alert_count++;
   g->alert_visible |= reason == PM_ALERT_JANK && visible(S);
   g->alert_time = pm_realtime_us();
 }
@@ -111,7 +113,7 @@ static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
   }
   lua_setfield(L, -2, "memberships");
   lua_setfield(L, -2, "source");
-  lua_createtable(L, 0, 5); /* ... list alert details */
+  lua_createtable(L, 0, 6); /* ... list alert details */
   lua_pushstring(L, g->alert_reason == PM_ALERT_JANK ? "jank" : "blocking");
   lua_setfield(L, -2, "reason");
   lua_pushinteger(L, (lua_Integer)g->alert_jank);
@@ -122,6 +124,8 @@ static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
   lua_setfield(L, -2, "visible");
   lua_pushinteger(L, (lua_Integer)g->alert_time);
   lua_setfield(L, -2, "time_us");
+  lua_pushinteger(L, g->alert_count);
+  lua_setfield(L, -2, "count");
   lua_setfield(L, -2, "details");
   lua_rawseti(L, -2, n);
 }
@@ -166,3 +170,11 @@ void pm_alert_deliver (lua_State *L, pm_State *S) {
 }
 
 /* }====================================================== */
+
+double pm_alert_poll (lua_State *L, pm_State *S) {
+  S->alert_due = 0;
+  pm_alert_deliver(L, S);
+  if (!S->watching || S->alert_due == HUGE_VAL)
+    return -1;
+  return S->alert_due > pm_wall_us() ? (S->alert_due - pm_wall_us()) / 1000 : 0;
+}

@@ -54,6 +54,7 @@ typedef struct pm_Group {
   double alert_jank, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */
   int alert_visible;
+  int alert_count; /* events over a threshold since its last alert */
   double alert_time; /* realtime µs of the event that raised it */
 } pm_Group;
 

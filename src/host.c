@@ -47,6 +47,18 @@ int perfmon_blocking_end (lua_State *L) {
   return with_state(L, pm_sw_blocking_end);
 }
 
+int perfmon_poll (lua_State *L, double *next_ms) {
+  pm_State *S = pm_state_get(L);
+  double next;
+  if (S == NULL)
+    return PERFMON_ENOTLOADED;
+  pm_hook_settle(L, S);
+  next = pm_alert_poll(L, S);
+  if (next_ms != NULL)
+    *next_ms = next;
+  return PERFMON_OK;
+}
+
 int perfmon_user_input (lua_State *L) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)

@@ -352,8 +352,7 @@ static int l_alerts (lua_State *L) {
 static int l_deliver (lua_State *L) {
   pm_State *S = state(L);
   pm_hook_settle(L, S);
-  S->alert_due = 0;
-  pm_alert_deliver(L, S);
+  pm_alert_poll(L, S);
   return 0;
 }
 

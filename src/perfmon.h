@@ -48,6 +48,11 @@ int perfmon_blocking_end (lua_State *L);
 ** stops.  Jank in an event during an animation, or within the watcher's
 ** input window after input, is reported as visible. */
 int perfmon_user_input (lua_State *L);
+/* The host is idle: delivers the watcher's alerts whose buffering delay has
+** passed (require("perfmon.watcher").poll()).  *next_ms (if not NULL) gets
+** the ms until more are due, or -1 when nothing waits: the timeout of the
+** host's next wait. */
+int perfmon_poll (lua_State *L, double *next_ms);
 int perfmon_animation (lua_State *L, int on);
 
 #endif

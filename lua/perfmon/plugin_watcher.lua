@@ -84,23 +84,27 @@ function PluginWatcher:_warn(source, now, window_ms, w)
   self.on_warning(w)
 end
 
+-- An alert may stand for several events (merged while buffered): each
+-- counts.  "the last for" is the highest since the previous alert.
 function PluginWatcher:_alerts(batch)
   local now = core.wall_us()
   local window = self.alerts_window_ms * 1000
   for _, alert in ipairs(batch) do
     local src, d = alert.source, alert.details
     if self:_watched(src) then
-      local times = self.alert_times[src.id] or {}
-      self.alert_times[src.id] = times
-      times[#times + 1] = now
-      while now - times[1] > window do table.remove(times, 1) end
-      if #times >= self.alerts then
+      local seen = self.alert_times[src.id] or {} -- { {at = µs, n = events} }
+      self.alert_times[src.id] = seen
+      seen[#seen + 1] = { at = now, n = d.count }
+      while now - seen[1].at > window do table.remove(seen, 1) end
+      local n = 0
+      for _, s in ipairs(seen) do n = n + s.n end
+      if n >= self.alerts then
         local what = d.reason == "jank"
-          and ("janked %d times (the last for %.0f ms%s)"):format(#times,
+          and ("janked %d times (up to %.0f ms%s)"):format(n,
             d.highest_jank_us / 1000, d.visible and ", visibly" or "")
-          or ("blocked %d times (the last for %.0f ms)"):format(#times, d.highest_blocking_us / 1000)
+          or ("blocked %d times (up to %.0f ms)"):format(n, d.highest_blocking_us / 1000)
         self:_warn(src, now, self.alerts_window_ms, {
-          reason = "alerts", alerts = #times, details = d,
+          reason = "alerts", alerts = n, details = d,
           message = ("plugin '%s' is slowing things down: it %s in %g s")
             :format(src.name, what, self.alerts_window_ms / 1000),
         })

@@ -35,6 +35,8 @@ local buffer = {} -- alerts waiting for the delay, in order of arrival
 local buffered = {} -- [group id] = its entry in buffer
 local buffer_since -- wall µs when the first of them arrived
 local delivered = 0 -- alerts delivered by the last dispatch
+local wait -- µs until the last dispatch wants the next one, or nil
+local forced = false -- flush(): deliver whatever the delay
 
 local args = require("perfmon.args")
 local arg_error, callable = args.error, args.callable
@@ -57,7 +59,7 @@ local function call(target, fn, ...)
 end
 
 -- A group that alerts again while buffered keeps one entry: the highest
--- figures, visible if any was, the latest time.
+-- figures, visible if any was, the latest time, the events counted.
 local function merge(alert)
   local old = buffered[alert.source.id]
   if not old then
@@ -70,6 +72,7 @@ local function merge(alert)
   d.highest_blocking_us = math.max(d.highest_blocking_us, n.highest_blocking_us)
   d.visible = d.visible or n.visible
   d.time_us = n.time_us
+  d.count = d.count + n.count
 end
 
 local function copy(list)
@@ -101,10 +104,10 @@ local function dispatch()
     merge(alert)
   end
   local delay = settings.buffering_delay_ms * 1000
-  if buffer_since and now - buffer_since >= delay then
+  if buffer_since and (forced or now - buffer_since >= delay) then
     delivered = flush()
   end
-  local wait = buffer_since and buffer_since + delay - now
+  wait = buffer_since and buffer_since + delay - now
   for _, t in ipairs(copy(tickers)) do
     if now >= t.due then
       t.due = now + t.interval
@@ -212,15 +215,27 @@ function watcher.remove_ticker(fn)
   arg_error(1, "remove_ticker", "not a ticker")
 end
 
+local function deliver(force)
+  if nlisteners == 0 then return 0, nil end
+  delivered, wait, forced = 0, nil, force
+  core.deliver()
+  forced = false
+  return delivered, wait and math.max(0, wait / 1000)
+end
+
 --- Delivers the alerts whose buffering delay has passed, and runs the
 -- tickers that are due.  Hosts call it from their idle loop; inside an
 -- event it does nothing (the event's end delivers).  Returns the number of
--- alerts delivered.
+-- alerts delivered, and the ms until the next buffered alert or ticker is
+-- due (nil when nothing waits): the timeout of the host's next wait.
 function watcher.poll()
-  if nlisteners == 0 then return 0 end
-  delivered = 0
-  core.deliver()
-  return delivered
+  return deliver(false)
+end
+
+--- Delivers every buffered alert now, whatever the delay: at shutdown, or
+-- at the end of a replay.  Returns as poll does.
+function watcher.flush()
+  return deliver(true)
 end
 
 ----------------------------------------------------------------------------
