@@ -714,6 +714,62 @@ if #results > 0 then
 end
 
 ----------------------------------------------------------------------------
+-- The sampling profiler at 1 kHz on the editor workload
+----------------------------------------------------------------------------
+
+-- none and the profiler (perfmon.profiler, p:start(1000), no monitor),
+-- interleaved like the table above; then the profiler under perfmon's
+-- monitor, against perfmon alone.
+local editor
+for _, r in ipairs(results) do
+  if r.name == "editor" then editor = r end
+end
+if editor then
+  local Profiler = require("perfmon.profiler")
+  local function profiled(w, with_monitor)
+    collectgarbage("collect")
+    local p = Profiler.new()
+    local mon = with_monitor and perfmon.monitor{ "jank", "ticks" }
+    p:start(1000)
+    local t0 = os.clock()
+    local sum = w.run(with_monitor and perfmon.event or direct)
+    local t1 = os.clock()
+    p:stop()
+    if mon then mon:close() end
+    assert_no_hook("after the profiler")
+    return t1 - t0, sum, p:results().samples
+  end
+  local sums
+  local t = { none = {}, profiler = {}, perfmon = {}, both = {} }
+  local periods = 0
+  profiled(editor, false) -- warm-up
+  for _ = 1, opts.reps do
+    local a = run_mode(editor, "none")
+    local b, sum, n = profiled(editor, false)
+    local c = run_mode(editor, "perfmon")
+    local d = profiled(editor, true)
+    sums = sums or sum
+    assert(sum == sums, "bench: checksum changed under the profiler")
+    table.insert(t.none, a)
+    table.insert(t.profiler, b)
+    table.insert(t.perfmon, c)
+    table.insert(t.both, d)
+    periods = periods + n
+  end
+  local m = {}
+  for k, xs in pairs(t) do m[k] = median(xs) end
+  print("profiler at 1 kHz (perfmon.profiler, p:start(1000)), editor workload")
+  print(("%-22s %9s %9s  %8s"):format("mode", "ms", "vs", "ratio"))
+  print(("%-22s %9.1f %9s  %8s"):format("none", ms(m.none), "", ""))
+  print(("%-22s %9.1f %9s  %8.3f"):format("profiler", ms(m.profiler), "none", m.profiler / m.none))
+  print(("%-22s %9.1f %9s  %8.3f"):format("perfmon", ms(m.perfmon), "none", m.perfmon / m.none))
+  print(("%-22s %9.1f %9s  %8.3f"):format("perfmon + profiler", ms(m.both), "perfmon", m.both / m.perfmon))
+  print(("  %.0f sampling periods a run on average (%.0f ms of CPU per run: ~1 per ms)")
+    :format(periods / opts.reps, ms(m.profiler)))
+  print()
+end
+
+----------------------------------------------------------------------------
 -- Memory
 ----------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ build = {
         "src/host.c",
         "src/lperfmon.c",
         "src/map.c",
+        "src/profiler.c",
         "src/state.c",
         "src/stopwatch.c",
         "src/watch.c",
@@ -50,7 +51,10 @@ build = {
     },
     ["perfmon"] = "lua/perfmon/init.lua",
     ["perfmon.args"] = "lua/perfmon/args.lua",
+    ["perfmon.flamegraph"] = "lua/perfmon/flamegraph.lua",
+    ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
     ["perfmon.plugin_watcher"] = "lua/perfmon/plugin_watcher.lua",
+    ["perfmon.profiler"] = "lua/perfmon/profiler.lua",
     ["perfmon.watcher"] = "lua/perfmon/watcher.lua",
   },
 }

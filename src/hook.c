@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "frame.h"
+#include "profiler.h"
 #include "stopwatch.h"
 #include "watch.h"
 
@@ -27,9 +28,11 @@ static atomic_uint epoch;
 /* initial-exec: a plain load, where the default model of a shared object
    calls __tls_get_addr on every access */
 #define PM_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#define PM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define PM_INLINE inline
 #define PM_TLS_MODEL
+#define PM_UNLIKELY(x) (x)
 #endif
 
 static _Thread_local PM_TLS_MODEL struct {
@@ -299,7 +302,10 @@ static pm_Thread *thread_find (lua_State *L, int from) {
   uintptr_t v;
   pm_Thread *t;
   if (S == NULL || S->monitors == 0) {
-    lua_sethook(L, NULL, 0, 0);
+    if (S != NULL)
+      pm_profiler_sethook(S, L, NULL, 0);
+    else
+      lua_sethook(L, NULL, 0, 0);
     return NULL;
   }
   v = pm_map_get(&S->known, pm_thread_key(L));
@@ -316,6 +322,11 @@ static pm_Thread *thread_find (lua_State *L, int from) {
       thread_switch(t);
   }
   return t;
+}
+
+const pm_Set *pm_hook_set (lua_State *L, pm_State *S) {
+  uintptr_t v = lookup(S, L);
+  return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : NULL;
 }
 
 int pm_hook_chunk (lua_State *L, pm_State *S, int fidx) {
@@ -347,7 +358,7 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
   }
   lua_pop(L, 1);
   if (co != NULL && lua_gethook(co) != S->hook)
-    lua_sethook(co, S->hook, PM_MASK, 0);
+    pm_profiler_sethook(S, co, S->hook, PM_MASK);
 }
 
 static PM_INLINE const void *caller_of (lua_State *L, lua_Debug *ar, int fast) {
@@ -384,6 +395,10 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   int i;
+  if (PM_UNLIKELY(ar->event == LUA_HOOKCOUNT)) {
+    pm_profiler_hook(L, ar); /* a sample the profiler asked for */
+    return;
+  }
   /* the cached record is the current thread's: every change of thread
      goes through thread_find, and every change of S->current otherwise
      moves the epoch */
@@ -431,7 +446,7 @@ const char *pm_hook_path (pm_State *S) {
 
 static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
-  return h != NULL && h != S->hook;
+  return h != NULL && h != S->hook && h != pm_profiler_hook;
 }
 
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
@@ -446,8 +461,8 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   pm_sw_probes(S, probes, 1);
   if (S->monitors++ == 0) {
     pm_sw_start(S);
-    lua_sethook(S->main, S->hook, PM_MASK, 0);
-    lua_sethook(L, S->hook, PM_MASK, 0);
+    pm_profiler_sethook(S, S->main, S->hook, PM_MASK);
+    pm_profiler_sethook(S, L, S->hook, PM_MASK);
   }
   return NULL;
 }
@@ -457,16 +472,16 @@ static int drop_thread (uintptr_t v, void *arg) {
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
-  lua_sethook(t->L, NULL, 0, 0);
+  pm_profiler_sethook(t->S, t->L, NULL, 0);
   thread_free(t);
   return 1;
 }
 
 static void uninstall (lua_State *L, pm_State *S) {
   pm_map_filter(&S->known, drop_thread, NULL);
-  lua_sethook(S->main, NULL, 0, 0);
+  pm_profiler_sethook(S, S->main, NULL, 0);
   if (L != NULL)
-    lua_sethook(L, NULL, 0, 0);
+    pm_profiler_sethook(S, L, NULL, 0);
   S->current = NULL;
   pm_sets_free(S);
   invalidate();

@@ -46,6 +46,11 @@ void pm_hook_settle (lua_State *L, pm_State *S);
 void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
 void pm_hook_close (pm_State *S); /* lua_close */
 
+/* The set of the function on the top of the stack, resolved and cached as
+** for a call; NULL for a C function, which runs in its caller's set.  For
+** the profiler's frames. */
+const pm_Set *pm_hook_set (lua_State *L, pm_State *S);
+
 /* Registers a chunk's main function with its environment (perfmon.load). */
 int pm_hook_chunk (lua_State *L, pm_State *S, int fidx);
 

@@ -14,6 +14,7 @@
 #include "alert.h"
 #include "hook.h"
 #include "perfmon.h"
+#include "profiler.h"
 #include "stopwatch.h"
 
 #define GROUP_MT "perfmon.group"
@@ -414,5 +415,6 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
     lua_setfield(L, -2, probe_names[i]);
   }
   lua_setfield(L, -2, "probes");
+  pm_profiler_register(L); /* core.profiler_* */
   return 1;
 }

@@ -1,0 +1,266 @@
+--- perfmon.profiler: which function is slow.
+--
+-- The stopwatch says which group is slow; this sampling profiler says which
+-- function.  The Profiler object of Mozilla's "JavaScript Profiling" API in
+-- Lua terms: new, start, is_profiling, frame, results, samples, reset,
+-- stop; and to_gecko, the profile the Firefox Profiler opens.
+--
+-- The C side (src/profiler.c) samples: a timer signal asks Lua for a
+-- sample at the next instruction (a count hook), and the hook walks the
+-- stack into interned records.  This module only shapes what it recorded.
+-- docs/profiler.md has the details.
+
+local core = require("perfmon.core")
+local args = require("perfmon.args")
+
+local arg_error = args.error
+
+local Profiler = {}
+Profiler.__index = Profiler
+
+local DEFAULT_RATE_US = 1000
+
+local function check_running(self, fname)
+  local state = core.profiler_state(self.core)
+  if state ~= "running" then
+    local why = state == "new" and "it was never started"
+      or state == "forced" and "it was forcibly stopped: another profiler started on this lua_State"
+      or "it was stopped"
+    error(("%s: the profiler is not running (%s)"):format(fname, why), 3)
+  end
+end
+
+local function check_profiler(self, fname)
+  if getmetatable(self) ~= Profiler then
+    error(("bad self to '%s' (profiler expected, got %s); call it as p:%s()")
+      :format(fname, type(self), fname), 3)
+  end
+end
+
+----------------------------------------------------------------------------
+-- Markers: jank alerts, when a monitor is open
+----------------------------------------------------------------------------
+
+local has_watcher, watcher = pcall(require, "perfmon.watcher")
+if not has_watcher then watcher = nil end
+
+local function listen(self)
+  if not watcher or self.listener then return end
+  local perfmon = require("perfmon")
+  if perfmon.info().monitors == 0 then return end -- no monitor: no alerts
+  local markers = self.markers
+  self.listener = function(list)
+    for _, alert in ipairs(list) do
+      local d, s = alert.details, alert.source
+      local length = d.reason == "blocking" and d.highest_blocking_us or d.highest_jank_us
+      markers[#markers + 1] = {
+        name = d.reason == "blocking" and "Blocking" or "Jank",
+        start_us = d.time_us - (length or 0), end_us = d.time_us,
+        group = s.name, group_id = s.id, kind = s.kind, reason = d.reason,
+        highest_jank_us = d.highest_jank_us, highest_blocking_us = d.highest_blocking_us,
+        visible = d.visible,
+      }
+    end
+  end
+  watcher.add_listener("*", self.listener)
+end
+
+local function unlisten(self)
+  if self.listener then
+    watcher.remove_listener("*", self.listener)
+    self.listener = nil
+  end
+end
+
+----------------------------------------------------------------------------
+-- The object
+----------------------------------------------------------------------------
+
+--- A new profiler; it samples nothing until start().
+function Profiler.new()
+  return setmetatable({
+    core = core.profiler_new(),
+    data = {}, -- [node] = the table frame() returned for that stack
+    markers = {}, -- jank alerts seen while running, as Gecko markers want them
+  }, Profiler)
+end
+
+--- Begins profiling this lua_State: a sample every sample_rate_us of the
+-- thread's CPU time (default 1000), at most max_samples kept (default 0:
+-- unlimited; with a maximum, the oldest go first).  Another profiler
+-- running on this lua_State is forcibly stopped.
+function Profiler:start(sample_rate_us, max_samples)
+  check_profiler(self, "start")
+  if sample_rate_us == nil then
+    sample_rate_us = DEFAULT_RATE_US
+  elseif math.type(sample_rate_us) ~= "integer" then
+    if math.type(sample_rate_us) == "float" and sample_rate_us == math.floor(sample_rate_us) then
+      sample_rate_us = math.tointeger(sample_rate_us)
+    end
+    if math.type(sample_rate_us) ~= "integer" then
+      arg_error(1, "start", "integer number of µs expected, got "
+        .. (type(sample_rate_us) == "number" and tostring(sample_rate_us) or type(sample_rate_us)))
+    end
+  end
+  if sample_rate_us < 10 or sample_rate_us > 60000000 then
+    arg_error(1, "start", ("sample rate of 10 to 60000000 µs expected, got %d"):format(sample_rate_us))
+  end
+  if max_samples == nil then
+    max_samples = 0
+  elseif math.type(max_samples) ~= "integer" and not (math.type(max_samples) == "float"
+      and max_samples == math.floor(max_samples)) then
+    arg_error(2, "start", "integer number of samples expected, got "
+      .. (type(max_samples) == "number" and tostring(max_samples) or type(max_samples)))
+  end
+  max_samples = math.tointeger(max_samples)
+  if max_samples < 0 or max_samples > 0x7fffffff then
+    arg_error(2, "start", ("0 (unlimited) to 2147483647 samples expected, got %d"):format(max_samples))
+  end
+  if core.profiler_state(self.core) == "running" then
+    error("start: the profiler is already running; stop() it first", 2)
+  end
+  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples)
+  if not ok then error("start: " .. tostring(err), 2) end
+  listen(self)
+end
+
+--- Whether this profiler is sampling now.
+function Profiler:is_profiling()
+  check_profiler(self, "is_profiling")
+  return core.profiler_state(self.core) == "running"
+end
+
+--- Stops profiling; an error if it is not running (never started, already
+-- stopped, or forcibly stopped by another profiler).
+function Profiler:stop()
+  check_profiler(self, "stop")
+  check_running(self, "stop")
+  core.profiler_stop(self.core)
+  unlisten(self)
+end
+
+--- The table of the caller's backtrace: the same table for every call from
+-- the same backtrace (function and line, all the way down), shown as that
+-- stack's `data` in results().  An error if the profiler is not running.
+function Profiler:frame()
+  check_profiler(self, "frame")
+  check_running(self, "frame")
+  local node = core.profiler_frame(self.core, 2) -- 0: that C function, 1: here
+  local t = self.data[node]
+  if t == nil then
+    t = {}
+    self.data[node] = t
+  end
+  return t
+end
+
+--- Forgets every sample, stack, frame() table and marker.
+function Profiler:reset()
+  check_profiler(self, "reset")
+  core.profiler_reset(self.core)
+  self.data = {}
+  for i = #self.markers, 1, -1 do self.markers[i] = nil end
+end
+
+----------------------------------------------------------------------------
+-- Reading it out
+----------------------------------------------------------------------------
+
+-- The records, with per-node func and site tables made once.
+local function snapshot(self)
+  local d = core.profiler_dump(self.core)
+  local funcs, nodes = d.funcs, d.nodes
+  local n = #nodes.func
+  d.n = n
+  d.site = {}
+  for i = 1, n do
+    local f = funcs[nodes.func[i]]
+    d.site[i] = { file = f.file, line = nodes.line[i] }
+  end
+  return d
+end
+
+local function func_copy(f)
+  return { file = f.file, line = f.line, name = f.name, what = f.what,
+           group = f.group, group_id = f.group_id }
+end
+
+--- The trie of every stack sampled since reset():
+-- { samples, gc_samples, micros, children = { { func = {file, line, name,
+--   what, group, group_id}, site = {file, line}, samples, self_count, data,
+--   children }, ... } }.  Counts are sampling periods: a sample of weight w
+-- counts w times; samples = self_count + the children's samples everywhere.
+function Profiler:results()
+  check_profiler(self, "results")
+  local d = snapshot(self)
+  local nodes = d.nodes
+  local root = { samples = d.total, gc_samples = d.gc, micros = math.floor(d.micros),
+                 self_count = 0, children = {} }
+  local made = {}
+  for i = 1, d.n do -- a parent is always made before its children
+    local f = d.funcs[nodes.func[i]]
+    local node = {
+      func = func_copy(f), site = d.site[i],
+      samples = nodes.total[i], self_count = nodes.self[i],
+      data = self.data[i],
+    }
+    made[i] = node
+    local parent = nodes.parent[i] == 0 and root or made[nodes.parent[i]]
+    parent.children = parent.children or {}
+    parent.children[#parent.children + 1] = node
+  end
+  root.self_count = nil
+  return root
+end
+
+--- The samples kept (all since reset(), or the newest max_samples), oldest
+-- first: { { micros, weight, thread, stack = { {func, site}, ... } }, ... }
+-- with the top of the stack first.  micros is the time of the sample in µs
+-- since the epoch (the clock of perfmon snapshots); weight the sampling
+-- periods it stands for (more than 1 when C code held the sampler off).
+function Profiler:samples()
+  check_profiler(self, "samples")
+  local d = snapshot(self)
+  local nodes, funcs = d.nodes, {}
+  for i, f in ipairs(d.funcs) do funcs[i] = func_copy(f) end
+  local out = {}
+  local s = d.samples
+  for i = 1, #s.node do
+    local stack = {}
+    local k = s.node[i]
+    while k ~= 0 do
+      stack[#stack + 1] = { func = funcs[nodes.func[k]], site = d.site[k] }
+      k = nodes.parent[k]
+    end
+    out[i] = { micros = math.floor(s.time[i]), weight = s.weight[i],
+               thread = s.thread[i], stack = stack }
+  end
+  return out
+end
+
+--- The Gecko profile JSON (the format the Firefox Profiler's back end
+-- writes), which https://profiler.firefox.com opens; see perfmon.gecko.
+function Profiler:to_gecko()
+  check_profiler(self, "to_gecko")
+  local d = snapshot(self)
+  d.markers = self.markers
+  return require("perfmon.gecko").encode(require("perfmon.gecko").profile(d))
+end
+
+--- Writes to_gecko() to path; returns path.  tools/flamegraph turns the
+-- file into an SVG flame graph.
+function Profiler:save(path)
+  check_profiler(self, "save")
+  if type(path) ~= "string" then
+    arg_error(1, "save", "string expected, got " .. type(path))
+  end
+  local text = self:to_gecko()
+  local f, err = io.open(path, "w")
+  if not f then error("save: " .. tostring(err), 2) end
+  f:write(text)
+  f:close()
+  return path
+end
+
+
+return Profiler

@@ -1,0 +1,603 @@
+-- perfmon.profiler: the sampling profiler, its results trie, samples,
+-- frame() data, the ring buffer, forcible stop, reset, coroutines, groups,
+-- the monitor on the same hook, the Gecko export and the flame graph.
+-- Sample counts are CPU time in sampling periods, so every workload below
+-- runs a known amount of CPU work and asserts on shares, not on timings.
+
+local Profiler = require("perfmon.profiler")
+local perfmon = require("perfmon")
+local cjson = require("cjson")
+
+-- Burns CPU in Lua: n iterations.  (The callers below keep their frames
+-- with `local r = spin(n) return r`: a tail call would replace them.)
+local function spin(n)
+  local s = 0
+  for i = 1, n do s = s + i % 7 end
+  return s
+end
+
+-- Runs fn until it has used at least ms of CPU.
+local function for_cpu(ms, fn)
+  local t0 = os.clock()
+  repeat fn() until (os.clock() - t0) * 1000 >= ms
+end
+
+-- Every node of the trie, depth first, with its parent.
+local function each_node(root, fn, parent)
+  for _, c in ipairs(root.children or {}) do
+    fn(c, parent or root)
+    each_node(c, fn, c)
+  end
+end
+
+local function find_nodes(root, name)
+  local found = {}
+  each_node(root, function(n) if n.func.name == name then found[#found + 1] = n end end)
+  return found
+end
+
+local function sum(nodes, field)
+  local s = 0
+  for _, n in ipairs(nodes) do s = s + n[field] end
+  return s
+end
+
+-- Asserts that fn raises text, at a line of this file (the caller's).
+local function raises(fn, text)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "no error raised")
+  assert.matches("profiler_spec.lua:%d+: ", tostring(err))
+  assert.is_truthy(tostring(err):find(text, 1, true), tostring(err))
+end
+
+local function plugin(name, src)
+  local group = perfmon.group{ name = name, kind = "plugin" }
+  local env = setmetatable({}, { __index = _G })
+  return assert(perfmon.load(src, "=" .. name, env, group))(), group
+end
+
+describe("perfmon.profiler", function()
+  local p
+  after_each(function()
+    if p and p:is_profiling() then p:stop() end
+    p = nil
+  end)
+
+  describe("results()", function()
+    local function hot() local r = spin(90000) return r end
+    local function cold() local r = spin(10000) return r end
+
+    it("keeps samples = self_count + the children's samples at every node", function()
+      p = Profiler.new()
+      p:start(500)
+      for_cpu(150, function() hot() cold() end)
+      p:stop()
+      local r = p:results()
+      assert.is_true(r.samples > 50, "too few samples: " .. r.samples)
+      local top = 0
+      for _, c in ipairs(r.children) do top = top + c.samples end
+      assert.are.equal(r.samples, top)
+      local checked = 0
+      each_node(r, function(n)
+        local s = n.self_count
+        for _, c in ipairs(n.children or {}) do s = s + c.samples end
+        assert.are.equal(n.samples, s)
+        assert.is_string(n.func.file)
+        assert.is_number(n.site.line)
+        checked = checked + 1
+      end)
+      assert.is_true(checked > 3)
+      assert.is_true(r.micros > 0)
+      assert.are.equal(0, r.gc_samples)
+    end)
+
+    it("shows a hot function dominating its cold sibling", function()
+      p = Profiler.new()
+      p:start(500)
+      for_cpu(200, function() hot() cold() end)
+      p:stop()
+      local r = p:results()
+      local h, c = sum(find_nodes(r, "hot"), "samples"), sum(find_nodes(r, "cold"), "samples")
+      assert.is_true(h > 3 * c, ("hot %d vs cold %d"):format(h, c))
+      for _, n in ipairs(find_nodes(r, "hot")) do -- hot's time is in spin
+        assert.are.equal(n.samples, n.self_count + sum(find_nodes(n, "spin"), "samples"))
+      end
+      assert.is_true(h > r.samples / 2)
+    end)
+  end)
+
+  describe("frame()", function()
+    it("returns the same table for the same backtrace, another for another", function()
+      p = Profiler.new()
+      p:start()
+      local got = {}
+      local function bar(n)
+        for i = 1, n do
+          got[#got + 1] = p:frame() -- one backtrace: this line, called from the loop below
+        end
+        p:frame().other = true -- another line, another backtrace
+      end
+      bar(3)
+      bar(2)
+      p:frame().top = 1 -- another function, another backtrace
+      p:stop()
+      assert.are.equal(got[1], got[2]) -- bar(3): one backtrace
+      assert.are.equal(got[1], got[3])
+      assert.are.equal(got[4], got[5]) -- bar(2): called from another line
+      assert.are_not.equal(got[1], got[4])
+      got[1].n = 5
+      local r = p:results()
+      local bars = find_nodes(r, "bar")
+      local with_n, with_other = 0, 0
+      for _, b in ipairs(bars) do
+        if b.data and b.data.n == 5 then with_n = with_n + 1 end
+        if b.data and b.data.other then with_other = with_other + 1 end
+      end
+      assert.are.equal(1, with_n)
+      assert.are.equal(2, with_other) -- bar(3) and bar(2) are two backtraces
+      local top = 0
+      each_node(r, function(n) if n.data and n.data.top == 1 then top = top + 1 end end)
+      assert.are.equal(1, top)
+    end)
+
+    it("raises when the profiler is not running", function()
+      p = Profiler.new()
+      raises(function() p:frame() end, "frame: the profiler is not running (it was never started)")
+      p:start()
+      p:stop()
+      raises(function() p:frame() end, "frame: the profiler is not running (it was stopped)")
+    end)
+  end)
+
+  describe("samples()", function()
+    it("lists samples oldest first, the top of the stack first", function()
+      p = Profiler.new()
+      p:start(500)
+      local function leaf() local r = spin(50000) return r end
+      local function middle() return leaf() + 1 end
+      for_cpu(100, middle)
+      p:stop()
+      local s = p:samples()
+      assert.is_true(#s > 20)
+      local weights, in_leaf = 0, 0
+      for i, x in ipairs(s) do
+        if i > 1 then assert.is_true(x.micros >= s[i - 1].micros) end
+        assert.is_true(x.weight >= 1)
+        assert.is_true(#x.stack >= 1)
+        weights = weights + x.weight
+        if x.stack[1].func.name == "spin" and x.stack[2].func.name == "leaf" then
+          in_leaf = in_leaf + 1
+          -- for_cpu calls it as fn(): names are how a function was called
+          assert.are.equal(debug.getinfo(middle, "S").linedefined, x.stack[3].func.line)
+          assert.are.equal("fn", x.stack[3].func.name)
+        end
+      end
+      assert.is_true(in_leaf > #s / 2, in_leaf .. " of " .. #s)
+      assert.are.equal(p:results().samples, weights)
+    end)
+
+    it("weighs a sample by the periods C code held the sampler off", function()
+      p = Profiler.new()
+      local big = {}
+      for i = 1, 400000 do big[i] = (i * 7919) % 1000003 end
+      local function sorter() table.sort(big) return big[1] end
+      p:start(500)
+      sorter() -- tens of ms in C: no instruction, no sample until it returns
+      p:stop()
+      local heaviest = 0
+      for _, x in ipairs(p:samples()) do
+        if x.weight > heaviest then heaviest = x.weight end
+      end
+      assert.is_true(heaviest >= 5, "heaviest weight " .. heaviest)
+    end)
+  end)
+
+  describe("the ring buffer", function()
+    it("keeps the newest max_samples and counts them all in results()", function()
+      p = Profiler.new()
+      local function early() local r = spin(50000) return r end
+      local function late() local r = spin(50000) return r end
+      p:start(500, 10)
+      for_cpu(60, early)
+      for_cpu(60, late)
+      p:stop()
+      local s = p:samples()
+      assert.are.equal(10, #s)
+      -- for_cpu calls them as fn(): they are told apart by where they are defined
+      local early_line = debug.getinfo(early, "S").linedefined
+      local late_line = debug.getinfo(late, "S").linedefined
+      local function has(stack, line)
+        for _, f in ipairs(stack) do
+          if f.func.line == line and f.func.file:find("profiler_spec") then return true end
+        end
+        return false
+      end
+      local in_late = 0
+      for _, x in ipairs(s) do -- all taken after early's phase
+        assert.is_false(has(x.stack, early_line))
+        if has(x.stack, late_line) then in_late = in_late + 1 end
+      end
+      assert.is_true(in_late >= 7, in_late .. " of 10 in late") -- the others: for_cpu's own loop
+      local r = p:results()
+      local in_early = 0
+      each_node(r, function(n)
+        if n.func.line == early_line and n.func.file:find("profiler_spec") then
+          in_early = in_early + n.self_count
+          for _, c in ipairs(n.children or {}) do in_early = in_early + c.samples end
+        end
+      end)
+      assert.is_true(in_early > 10, "early: " .. in_early)
+      assert.is_true(r.samples > 20)
+    end)
+  end)
+
+  describe("start() and stop()", function()
+    it("forcibly stops another profiler on the same lua_State", function()
+      p = Profiler.new()
+      local q = Profiler.new()
+      p:start()
+      q:start()
+      assert.is_false(p:is_profiling())
+      assert.is_true(q:is_profiling())
+      raises(function() p:stop() end, "stop: the profiler is not running (it was forcibly stopped")
+      raises(function() p:frame() end, "frame: the profiler is not running (it was forcibly stopped")
+      for_cpu(20, function() spin(10000) end)
+      q:stop()
+      assert.is_true(#q:samples() > 0)
+      -- the forcibly stopped one can start again, and stops q in turn
+      q:start()
+      p:start()
+      assert.is_false(q:is_profiling())
+      p:stop()
+    end)
+
+    it("raises on stop() when never started or already stopped", function()
+      p = Profiler.new()
+      raises(function() p:stop() end, "stop: the profiler is not running (it was never started)")
+      p:start()
+      p:stop()
+      raises(function() p:stop() end, "stop: the profiler is not running (it was stopped)")
+      assert.is_false(p:is_profiling())
+    end)
+
+    it("rejects bad arguments, naming them", function()
+      p = Profiler.new()
+      raises(function() p:start("x") end,
+        "bad argument #1 to 'start' (integer number of µs expected, got string)")
+      raises(function() p:start(1.5) end,
+        "bad argument #1 to 'start' (integer number of µs expected, got 1.5)")
+      raises(function() p:start(0) end,
+        "bad argument #1 to 'start' (sample rate of 10 to 60000000 µs expected, got 0)")
+      raises(function() p:start(1000, -1) end,
+        "bad argument #2 to 'start' (0 (unlimited) to 2147483647 samples expected, got -1)")
+      raises(function() p:start(1000, {}) end,
+        "bad argument #2 to 'start' (integer number of samples expected, got table)")
+      raises(function() p.start() end,
+        "bad self to 'start' (profiler expected, got nil); call it as p:start()")
+      raises(function() p:save(42) end, "bad argument #1 to 'save' (string expected, got number)")
+      assert.is_false(p:is_profiling())
+      p:start()
+      raises(function() p:start() end, "start: the profiler is already running; stop() it first")
+      p:stop()
+    end)
+
+    it("refuses to start over a foreign debug hook", function()
+      p = Profiler.new()
+      debug.sethook(function() end, "c")
+      local ok, err = pcall(function() p:start() end)
+      debug.sethook()
+      assert.is_false(ok)
+      assert.matches("profiler_spec.lua:%d+: start: a debug hook is already set", err)
+      assert.is_false(p:is_profiling())
+    end)
+
+    it("restores coroutine.resume and coroutine.wrap on stop", function()
+      local resume, wrap = coroutine.resume, coroutine.wrap
+      p = Profiler.new()
+      p:start()
+      assert.are_not.equal(resume, coroutine.resume)
+      local w = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) error("boom " .. b) end)
+      assert.are.equal(2, w(1))
+      local ok, err = pcall(w, 7)
+      assert.is_false(ok)
+      assert.matches("boom 7", err)
+      p:stop()
+      assert.are.equal(resume, coroutine.resume)
+      assert.are.equal(wrap, coroutine.wrap)
+    end)
+  end)
+
+  describe("reset()", function()
+    it("forgets samples, stacks and frame() data", function()
+      p = Profiler.new()
+      p:start(500)
+      local t = p:frame()
+      t.x = 1
+      for_cpu(30, function() spin(10000) end)
+      p:stop() -- else a sample could land between the checks below
+      assert.is_true(#p:samples() > 0)
+      p:reset()
+      local r = p:results()
+      assert.are.equal(0, r.samples)
+      assert.are.equal(0, #(r.children or {}))
+      assert.are.equal(0, #p:samples())
+      p:start(500)
+      local t2 = p:frame()
+      assert.are_not.equal(t, t2)
+      assert.is_nil(t2.x)
+      p:reset() -- while running
+      assert.are_not.equal(t2, p:frame())
+      for_cpu(30, function() spin(10000) end)
+      p:stop()
+      assert.is_true(p:results().samples > 0)
+    end)
+  end)
+
+  describe("coroutines", function()
+    local function workload()
+      -- made before start(): resumed through coroutine.resume
+      local old = coroutine.create(function()
+        while true do spin(60000) coroutine.yield() end
+      end)
+      return old, function()
+        local gen = coroutine.wrap(function()
+          while true do spin(60000) coroutine.yield(1) end
+        end)
+        for_cpu(150, function() gen() coroutine.resume(old) spin(3000) end)
+      end
+    end
+
+    local function check(samples)
+      local in_co, threads = 0, {}
+      for _, x in ipairs(samples) do
+        if x.thread ~= 1 then
+          in_co = in_co + x.weight
+          threads[x.thread] = true
+          -- the bottom of a coroutine's stack is its body, not the resumer
+          assert.matches("profiler_spec.lua", x.stack[#x.stack].func.file)
+          assert.are.equal(-1, ("main,"):find(x.stack[#x.stack].func.what .. ",") or -1)
+        end
+      end
+      local n = 0
+      for _ in pairs(threads) do n = n + 1 end
+      return in_co, n
+    end
+
+    it("are sampled without a monitor", function()
+      local _, run = workload()
+      p = Profiler.new()
+      p:start(500)
+      run()
+      p:stop()
+      local total = p:results().samples
+      local in_co, n = check(p:samples())
+      assert.are.equal(2, n)
+      assert.is_true(in_co > total * 0.7, in_co .. " of " .. total)
+    end)
+
+    it("are sampled with a monitor open on the same hook", function()
+      local _, run = workload()
+      local mon <close> = perfmon.monitor{ "jank" }
+      p = Profiler.new()
+      p:start(500)
+      run()
+      p:stop()
+      local total = p:results().samples
+      local in_co, n = check(p:samples())
+      assert.are.equal(2, n)
+      assert.is_true(in_co > total * 0.7, in_co .. " of " .. total)
+    end)
+  end)
+
+  describe("with groups and a monitor", function()
+    it("gives frames the performance group of their function", function()
+      local work, group = plugin("prof_plugin", [[
+        local function inner(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+        return function() return inner(40000) + #string.rep("x", 10) end]])
+      p = Profiler.new()
+      p:start(500)
+      for_cpu(60, work)
+      p:stop()
+      local seen = 0
+      for _, x in ipairs(p:samples()) do
+        local f = x.stack[1].func
+        if f.name == "inner" then
+          assert.are.equal("prof_plugin", f.group)
+          assert.are.equal(group.id, f.group_id)
+          seen = seen + 1
+        end
+      end
+      assert.is_true(seen > 10)
+    end)
+
+    it("shares the hook with a monitor: both measure, either closes first", function()
+      local work, group = plugin("prof_shared", [[
+        return function() local s = 0 for i = 1, 50000 do s = s + i % 3 end return s end]])
+      -- a monitor opens while the profiler runs, and closes first
+      p = Profiler.new()
+      p:start(500)
+      local mon = perfmon.monitor{ "jank" }
+      local before = mon:snapshot()
+      local t0 = os.clock()
+      perfmon.event(for_cpu, 100, work)
+      local cpu_ms = (os.clock() - t0) * 1000
+      local d = mon:snapshot():subtract(before)
+      mon:close()
+      assert.are.equal(0, perfmon.info().monitors)
+      local _, mask = debug.gethook()
+      assert.is_nil(mask and mask:find("[cr]")) -- the monitor's hook is gone
+      assert.is_true(p:is_profiling())
+      local n1 = p:results().samples
+      assert.is_true(n1 > 50, "samples under the monitor: " .. n1)
+      for_cpu(40, work) -- the profiler goes on alone
+      p:stop()
+      assert.is_nil(debug.gethook()) -- nothing left behind
+      assert.is_true(p:results().samples > n1 + 20)
+      assert.is_true(d.groups[group.id].cpu_us > cpu_ms * 1000 * 0.5,
+        ("charged %.0f µs of %.0f ms"):format(d.groups[group.id].cpu_us, cpu_ms))
+      -- the profiler starts under an open monitor, and stops first
+      local mon2 = perfmon.monitor{ "jank" }
+      p:start(500)
+      for_cpu(30, work)
+      p:stop()
+      assert.is_false(p:is_profiling())
+      local _, mask2 = debug.gethook()
+      assert.are.equal("cr", mask2) -- the monitor's hook, without the count
+      local b2 = mon2:snapshot()
+      perfmon.event(for_cpu, 20, work)
+      assert.is_true(mon2:snapshot():subtract(b2).groups[group.id].cpu_us > 0)
+      mon2:close()
+      assert.is_nil(debug.gethook())
+    end)
+  end)
+
+  describe("gc_samples", function()
+    it("counts the periods a collection held the sampler off", function()
+      p = Profiler.new()
+      p:start(500)
+      for_cpu(20, function() spin(10000) end)
+      assert.are.equal(0, p:results().gc_samples) -- no collection yet, or a short one
+      for _ = 1, 30 do -- finalizers run with hooks off: no sample inside them
+        setmetatable({}, { __gc = function() spin(40000) end })
+      end
+      collectgarbage("collect")
+      local after = spin(10) -- the sample after the collection
+      p:stop()
+      local r = p:results()
+      assert.is_true(r.gc_samples >= 5, "gc samples " .. r.gc_samples .. " of " .. r.samples)
+      assert.is_true(r.gc_samples < r.samples)
+      assert.is_number(after)
+    end)
+  end)
+
+  describe("to_gecko()", function()
+    local function profile_with_everything()
+      local work = plugin("prof_gecko", [[
+        local function busy_gecko_fn(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+        return function() local r = busy_gecko_fn(30000) return r end]]) -- no tail call: it keeps its name
+      p = Profiler.new()
+      p:start(500)
+      local co = coroutine.wrap(function() while true do work() coroutine.yield() end end)
+      for_cpu(80, function() work() co() end)
+      p:stop()
+      return cjson.decode(p:to_gecko())
+    end
+
+    it("parses, with every index in range and the names in the strings", function()
+      local g = profile_with_everything()
+      assert.are.equal(27, g.meta.version)
+      assert.are.equal(0.5, g.meta.interval)
+      assert.is_true(g.meta.startTime > 1e12)
+      assert.is_true(#g.threads >= 2)
+      local cats = g.meta.categories
+      local cat_names = {}
+      for _, c in ipairs(cats) do cat_names[c.name] = true end
+      assert.is_true(cat_names.prof_gecko)
+      local rows = 0
+      for _, th in ipairs(g.threads) do
+        local strings, frames, stacks = th.stringTable, th.frameTable.data, th.stackTable.data
+        assert.are.same({ prefix = 0, frame = 1 }, th.stackTable.schema)
+        for i, st in ipairs(stacks) do
+          local prefix, frame = st[1], st[2]
+          if prefix ~= cjson.null then
+            assert.is_true(prefix >= 0 and prefix < i - 1, "prefix out of range")
+          end
+          assert.is_true(frame >= 0 and frame < #frames, "frame out of range")
+        end
+        for _, fr in ipairs(frames) do
+          assert.is_true(fr[1] >= 0 and fr[1] < #strings)
+          assert.is_true(fr[7] >= 0 and fr[7] < #cats)
+        end
+        for _, s in ipairs(th.samples.data) do
+          assert.is_true(s[1] >= 0 and s[1] < #stacks)
+          assert.is_true(s[2] >= -1000)
+          rows = rows + 1
+        end
+        -- shared: no frame and no stack written twice
+        local seen = {}
+        for _, st in ipairs(stacks) do
+          local k = tostring(st[1]) .. "/" .. st[2]
+          assert.is_nil(seen[k])
+          seen[k] = true
+        end
+        seen = {}
+        for _, s in ipairs(strings) do
+          assert.is_nil(seen[s])
+          seen[s] = true
+        end
+      end
+      local names = table.concat(g.threads[1].stringTable, "\n") .. table.concat(g.threads[2].stringTable, "\n")
+      assert.matches("busy_gecko_fn %(prof_gecko:1:0%)", names)
+      assert.are.equal(p:results().samples, rows)
+    end)
+
+    it("writes a file the flame graph command turns into an SVG", function()
+      profile_with_everything()
+      local json = os.tmpname()
+      local svg = os.tmpname()
+      p:save(json)
+      local ok = os.execute(("tools/flamegraph %q %q 2>/dev/null"):format(json, svg))
+      local f = assert(io.open(svg))
+      local text = f:read("a")
+      f:close()
+      os.remove(json)
+      os.remove(svg)
+      assert.is_true(ok)
+      assert.matches("^<%?xml", text)
+      assert.matches("busy_gecko_fn %(prof_gecko:1%)", text)
+      assert.matches("</svg>\n$", text)
+    end)
+
+    it("shows jank alerts as markers when a monitor is open", function()
+      local watcher = require("perfmon.watcher")
+      local old = watcher.configure{ buffering_delay_ms = 0, jank_threshold_us = 20000 }
+      local seen = 0
+      local function listener(list) seen = seen + #list end
+      local work, group = plugin("prof_janky", [[
+        return function() local s = 0 for i = 1, 400000 do s = s + i % 3 end return s end]])
+      local mon <close> = perfmon.monitor{ "jank" }
+      watcher.add_listener("*", listener)
+      p = Profiler.new()
+      p:start()
+      local t0 = os.clock()
+      perfmon.event(for_cpu, 40, work)
+      local janky_ms = (os.clock() - t0) * 1000
+      watcher.poll()
+      p:stop()
+      watcher.remove_listener("*", listener)
+      watcher.configure(old)
+      assert.is_true(seen > 0, "no alert was raised")
+      local g = cjson.decode(p:to_gecko())
+      local markers = g.threads[1].markers.data
+      assert.is_true(#markers >= 1)
+      local m = markers[1]
+      assert.are.equal("Jank", g.threads[1].stringTable[m[1] + 1])
+      assert.are.equal(1, m[4])
+      assert.are.equal("prof_janky", m[6].group)
+      assert.are.equal("prof_janky", g.meta.categories[m[5] + 1].name)
+      assert.is_true(m[3] > m[2])
+      assert.is_true(m[6].highest_jank > janky_ms * 0.5)
+      assert.is_truthy(group.id)
+    end)
+  end)
+
+  describe("lua_close while profiling", function()
+    it("stops the timer and the process lives on", function()
+      local script = os.tmpname()
+      local f = assert(io.open(script, "w"))
+      f:write([[
+        local Profiler = require("perfmon.profiler")
+        local p = Profiler.new()
+        p:start(100)
+        local s = 0
+        for i = 1, 2e6 do s = s + i end
+        os.exit(0, true) -- closes the state with the profiler running
+      ]])
+      f:close()
+      local ok, how, code = os.execute(("LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' lua5.4 '%s'")
+        :format(package.path, package.cpath, script))
+      os.remove(script)
+      assert.is_true(ok, ("%s %s"):format(how, code))
+    end)
+  end)
+end)
