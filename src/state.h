@@ -77,6 +77,7 @@ struct pm_State {
   uint64_t period_blocked; /* blocked_cycles then */
   uint32_t period_cpu;
   pm_CpuTime period_time;
+  double period_wall; /* wall µs when the period began */
   pm_Group *touched; /* groups that ran in this period */
   int loop; /* 0: the outer loop; >0: nested */
   unsigned char in_event[PM_MAX_LOOPS];
