@@ -6,7 +6,7 @@
 ** on arm64, CLOCK_MONOTONIC in ns elsewhere), with the id of the CPU it was
 ** read on where that matters and the hardware says it: a measure that starts
 ** and ends on different CPUs of unsynchronised counters is discarded.
-** pm_cputime is the expensive, exact clock read twice per event to
+** pm_cputime is the expensive, exact clock read once or twice per event to
 ** renormalise cycles into CPU time.
 */
 #ifndef PM_CLOCK_H
