@@ -375,6 +375,44 @@ describe("perfmon.profiler", function()
       assert.is_true(in_co > total * 0.7, in_co .. " of " .. total)
     end)
 
+    it("stay tracked soundly when the call to resume itself raises", function()
+      -- From deep enough in the C stack, calling coroutine.resume raises
+      -- (C stack overflow) instead of reporting the coroutine's error.  The
+      -- profiler used to go on tracking that coroutine, which was then
+      -- collected while the timer signal set hooks on its memory.  In a
+      -- process of its own, since a memory error ends it.
+      local script = os.tmpname()
+      local f = assert(io.open(script, "w"))
+      f:write([[
+        local Profiler = require("perfmon.profiler")
+        local raised = 0
+        local function try(n)
+          if n > 0 then return pcall(try, n - 1) end
+          local co, returned = coroutine.create(function() end), false
+          pcall(function() coroutine.resume(co) returned = true end)
+          if not returned then raised = raised + 1 end
+        end
+        for _ = 1, 3 do
+          local p = Profiler.new()
+          p:start(100)
+          for n = 150, 240 do try(n) end
+          for _ = 1, 3 do collectgarbage() end
+          local t = {}
+          for i = 1, 1e6 do -- reuses the memory, under the timer
+            if i % 50 == 0 then t[#t + 1] = { coroutine.create(print), tostring(i) } end
+            if #t > 2000 then t = {} end
+          end
+          p:stop()
+        end
+        os.exit(raised > 0 and 0 or 3)
+      ]])
+      f:close()
+      local ok, how, code = os.execute(("LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' lua5.4 '%s'")
+        :format(package.path, package.cpath, script))
+      os.remove(script)
+      assert.is_true(ok, ("%s %s (exit 3: resume never raised)"):format(how, code))
+    end)
+
     it("are sampled with a monitor open on the same hook", function()
       local _, run = workload()
       local mon <close> = perfmon.monitor{ "jank" }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "frame.h"
-#include "profiler.h"
+#include "sampler.h"
 #include "stopwatch.h"
 #include "watch.h"
 

@@ -1,34 +1,126 @@
 /*
-** profiler.h -- the sampling profiler (perfmon.profiler).
+** profiler.h -- the sampling profiler (perfmon.profiler): its records.
 **
 ** The stopwatch says which group is slow; the sampler says which function.
-** A timer signal, directed at the Lua thread, only counts a period and asks
-** Lua for a sample by setting a count hook of 1 on the coroutine that runs
-** (lua_sethook may be called from a signal handler: ldebug.c says so, and
-** lua.c stops a script on Ctrl-C that way).  The sample is taken at the
-** next instruction, in the hook, at a safe point: the stack is walked with
-** lua_getstack/lua_getinfo into preallocated buffers, functions and stacks
-** are interned (a stack is a node of one trie: its parent, its function,
-** its line), and the sample is stored in a ring.
+** Three rooms share the pm_Profiler below:
 **
-** One hook serves the profiler and the monitor: while a monitor is open the
-** count request rides on the monitor's call/return hook, which hands count
-** events here; otherwise the profiler sets its own hook for the one event.
+** - sampler.c asks for samples: a timer signal, directed at the Lua thread,
+**   only counts a period and asks Lua for a sample by setting a count hook
+**   of 1 on the coroutine that runs; the count hook hands the sample here.
+** - profiler.c takes them at that safe point: the stack is walked with
+**   lua_getstack/lua_getinfo into preallocated buffers, functions and
+**   stacks are interned (a stack is a node of one trie: its parent, its
+**   function, its line), and the sample is stored in a ring.  It also
+**   starts and stops a profiler and tracks the running coroutine.
+** - lprofiler.c is the Lua binding, core.profiler_*: the userdata, and the
+**   records read out into Lua tables.
+**
+** A running profiler is anchored in the registry and is S->profiler; the
+** records are only written in the hook and read by lprofiler.c between
+** samples (P->busy keeps samples out while they are read).
 */
 #ifndef PM_PROFILER_H
 #define PM_PROFILER_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "state.h"
 
-/* The hook the profiler puts on a thread that has none, for one count
-** event; the monitor's hook hands its count events here too. */
-void pm_profiler_hook (lua_State *L, lua_Debug *ar);
+#define PM_PROF_NAME 48 /* bytes kept of a function's name */
 
-/* lua_sethook for hook.c: keeps a sample the profiler asked for on L (a
-** count mask of 1) when the monitor installs or removes its hook. */
-void pm_profiler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask);
+/* user values of the profiler userdata */
+enum { PM_PROF_THREADS = 1, PM_PROF_ANCHOR, PM_PROF_NUV };
 
-/* Adds core.profiler_new to the table on the top of the stack. */
+/* pm_Profiler.state; lprofiler.c names them */
+enum { PM_PROF_NEW, PM_PROF_RUNNING, PM_PROF_STOPPED, PM_PROF_FORCED };
+
+typedef struct pm_Func { /* a function as samples show it */
+  uint32_t hash;
+  int line; /* where it is defined; -1 for a C function */
+  pm_Group *group; /* its performance group, or NULL */
+  char what; /* 'L' Lua, 'C' C, 'm' a main chunk */
+  char src[LUA_IDSIZE]; /* short_src */
+  char name[PM_PROF_NAME]; /* how it was called; "" when Lua cannot tell */
+} pm_Func;
+
+typedef struct pm_Node { /* a stack: a node of the trie of all stacks seen */
+  uint32_t parent; /* index + 1 of the caller's node; 0 for a root */
+  uint32_t func;
+  int line; /* the site: the line running, -1 for a C function */
+  uint32_t hash;
+  uint64_t self, total; /* periods with it on the top / on the stack */
+} pm_Node;
+
+typedef struct pm_Sample {
+  double time_us; /* realtime, the clock of snapshots and alerts */
+  uint32_t weight; /* sampling periods it stands for */
+  uint32_t node, thread; /* thread: 1 the main thread, 2.. coroutines */
+} pm_Sample;
+
+typedef struct pm_Index { /* open addressing over an array: index + 1 */
+  uint32_t *slot;
+  uint32_t mask; /* capacity - 1, or 0 when empty */
+} pm_Index;
+
+struct pm_Profiler {
+  pm_State *S;
+  lua_Alloc falloc; /* the state's own allocator, kept for __gc */
+  void *fud;
+  int state; /* PM_PROF_* */
+  int busy; /* its records are being read: samples wait */
+  int fast; /* walk frames through CallInfo (frame.h verified it) */
+  /* read by the signal handler (sampler.c) */
+  lua_State *volatile running; /* the coroutine running, as tracked */
+  int slot; /* of its timer in sampler.c's table */
+  int tag; /* the signal's value: the slot and a generation */
+  uint64_t period_ns;
+  uint64_t cpu_mark; /* thread CPU time whose periods were counted */
+  atomic_uint pending; /* periods since the last sample */
+  int has_timer;
+  /* records */
+  pm_Func *funcs;
+  uint32_t nfuncs, capfuncs;
+  pm_Index fidx;
+  pm_Node *nodes;
+  uint32_t nnodes, capnodes;
+  pm_Index nidx;
+  pm_Sample *ring;
+  uint32_t cap, limit; /* limit: max_samples, 0 unlimited */
+  uint32_t first, count;
+  struct pm_Level *levels; /* the stack being sampled (profiler.c) */
+  struct pm_Name *names; /* the cache of call names (profiler.c) */
+  uint64_t total, gc; /* periods sampled; those the collector took */
+  uint64_t cycles, cycles_seen; /* collections finished; at last sample */
+  uint64_t dropped; /* samples pushed out of the ring, or lost */
+  uint32_t nthreads;
+  double since_us, micros; /* wall time running since reset */
+  double start_realtime; /* of the first start since reset */
+  double interval_us;
+};
+
+/* profiler.c */
+
+/* Sets up the C side of a new profiler of S. */
+void pm_profiler_init (pm_Profiler *P, pm_State *S);
+/* Starts P, whose userdata is at index idx, sampling every rate_us µs of
+** CPU time and keeping max_samples (0: all); another profiler running on
+** this state is forcibly stopped.  Raises an error when it cannot. */
+void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
+                        uint32_t max_samples);
+/* Stops P, whose userdata is at index idx; state: PM_PROF_STOPPED or
+** PM_PROF_FORCED.  Works while the state closes. */
+void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state);
+void pm_profiler_reset (pm_Profiler *P); /* forgets every record */
+/* The index + 1 of the node of L's stack from level skip up: 0 when
+** there is no stack there, -1 when memory ran out. */
+int64_t pm_profiler_frame (lua_State *L, pm_Profiler *P, int skip);
+/* Frees what P holds (its __gc, once it is stopped). */
+void pm_profiler_free (pm_Profiler *P);
+/* Takes a sample of L that stands for weight periods (sampler.c's hook). */
+void pm_profiler_sample (pm_Profiler *P, lua_State *L, unsigned weight);
+
+/* lprofiler.c: adds core.profiler_* to the table on the top of the stack. */
 void pm_profiler_register (lua_State *L);
 
 #endif

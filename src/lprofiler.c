@@ -1,0 +1,279 @@
+/*
+** lprofiler.c -- core.profiler_*, the Lua binding of the sampling
+** profiler: the userdata, its argument checks, and the records read out
+** into Lua tables (lua/perfmon/profiler.lua shapes them).
+*/
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "profiler.h"
+
+#define PROFILER_MT "perfmon.profiler"
+
+static const char *const state_names[] = {"new", "running", "stopped",
+                                          "forced"};
+
+static pm_Profiler *check_profiler (lua_State *L) {
+  return luaL_checkudata(L, 1, PROFILER_MT);
+}
+
+static pm_State *live_state (lua_State *L) {
+  pm_State *S = pm_state_get(L);
+  if (S == NULL)
+    luaL_error(L, "perfmon: the state is closing");
+  return S;
+}
+
+/*
+** {======================================================
+** Start and stop
+** =======================================================
+*/
+
+/* core.profiler_start(p, rate_us, max_samples) */
+static int l_start (lua_State *L) {
+  pm_Profiler *P = check_profiler(L);
+  lua_Integer rate = luaL_checkinteger(L, 2);
+  lua_Integer max = luaL_checkinteger(L, 3);
+  live_state(L); /* the state is not closing */
+  luaL_argcheck(L, rate > 0 && rate <= 60000000, 2, "out of range");
+  luaL_argcheck(L, max >= 0 && max <= 0x7fffffff, 3, "out of range");
+  pm_profiler_start(L, P, 1, (uint32_t)rate, (uint32_t)max);
+  return 0;
+}
+
+/* core.profiler_stop(p) */
+static int l_stop (lua_State *L) {
+  pm_Profiler *P = check_profiler(L);
+  if (P->state == PM_PROF_RUNNING)
+    pm_profiler_stop(L, P, 1, PM_PROF_STOPPED);
+  return 0;
+}
+
+/* core.profiler_state(p) -> "new" | "running" | "stopped" | "forced" */
+static int l_state (lua_State *L) {
+  lua_pushstring(L, state_names[check_profiler(L)->state]);
+  return 1;
+}
+
+/* core.profiler_reset(p) */
+static int l_reset (lua_State *L) {
+  pm_profiler_reset(check_profiler(L));
+  return 0;
+}
+
+/* core.profiler_frame(p, skip) -> the node of the stack `skip` levels up */
+static int l_frame (lua_State *L) {
+  pm_Profiler *P = check_profiler(L);
+  lua_Integer skip = luaL_checkinteger(L, 2);
+  int64_t node;
+  luaL_argcheck(L, skip >= 0 && skip <= INT_MAX, 2, "out of range");
+  if (P->state != PM_PROF_RUNNING)
+    return luaL_error(L, "the profiler is not running");
+  node = pm_profiler_frame(L, P, (int)skip);
+  if (node == 0)
+    return luaL_error(L, "no Lua stack at that level");
+  if (node < 0)
+    return luaL_error(L, "not enough memory");
+  lua_pushinteger(L, node);
+  return 1;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Reading the records out
+** =======================================================
+*/
+
+static void set_int (lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_num (lua_State *L, const char *k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* ... -> ... { file, line, name, what, group, group_id } per function */
+static void push_funcs (lua_State *L, pm_Profiler *P) {
+  uint32_t i;
+  lua_createtable(L, (int)P->nfuncs, 0);
+  for (i = 0; i < P->nfuncs; i++) {
+    const pm_Func *f = &P->funcs[i];
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, f->src);
+    lua_setfield(L, -2, "file");
+    set_int(L, "line", f->line);
+    if (f->name[0] != '\0') {
+      lua_pushstring(L, f->name);
+      lua_setfield(L, -2, "name");
+    }
+    lua_pushstring(L, f->what == 'C' ? "C" : (f->what == 'm' ? "main" : "Lua"));
+    lua_setfield(L, -2, "what");
+    if (f->group != NULL) {
+      lua_pushstring(L, f->group->name);
+      lua_setfield(L, -2, "group");
+      set_int(L, "group_id", f->group->id);
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+static void push_column (lua_State *L, uint32_t n, const void *base,
+                         size_t stride, size_t offset, int wide, int plus) {
+  uint32_t i;
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    const char *p = (const char *)base + (size_t)i * stride + offset;
+    lua_Integer v;
+    if (wide) {
+      uint64_t u;
+      memcpy(&u, p, sizeof(u));
+      v = (lua_Integer)u;
+    } else {
+      int32_t s;
+      memcpy(&s, p, sizeof(s));
+      v = s;
+    }
+    lua_pushinteger(L, v + plus);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+/* The table of core.profiler_dump, made under l_dump's protection; the
+** argument is the profiler, as a light userdata. */
+static int dump (lua_State *L) {
+  pm_Profiler *P = lua_touserdata(L, 1);
+  uint32_t i;
+  lua_createtable(L, 0, 12);
+  push_funcs(L, P);
+  lua_setfield(L, -2, "funcs");
+  lua_createtable(L, 0, 5);
+  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node),
+              offsetof(pm_Node, parent), 0, 0);
+  lua_setfield(L, -2, "parent"); /* index, 0 for a root */
+  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, func),
+              0, 1);
+  lua_setfield(L, -2, "func");
+  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, line),
+              0, 0);
+  lua_setfield(L, -2, "line");
+  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, self),
+              1, 0);
+  lua_setfield(L, -2, "self");
+  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, total),
+              1, 0);
+  lua_setfield(L, -2, "total");
+  lua_setfield(L, -2, "nodes");
+  lua_createtable(L, 0, 4); /* samples, oldest first */
+  lua_createtable(L, (int)P->count, 0);
+  lua_createtable(L, (int)P->count, 0);
+  lua_createtable(L, (int)P->count, 0);
+  lua_createtable(L, (int)P->count, 0);
+  for (i = 0; i < P->count; i++) {
+    const pm_Sample *s = &P->ring[(P->first + i) % P->cap];
+    lua_pushnumber(L, s->time_us);
+    lua_rawseti(L, -5, (lua_Integer)i + 1);
+    lua_pushinteger(L, s->weight);
+    lua_rawseti(L, -4, (lua_Integer)i + 1);
+    lua_pushinteger(L, (lua_Integer)s->node + 1);
+    lua_rawseti(L, -3, (lua_Integer)i + 1);
+    lua_pushinteger(L, s->thread);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -5, "thread");
+  lua_setfield(L, -4, "node");
+  lua_setfield(L, -3, "weight");
+  lua_setfield(L, -2, "time");
+  lua_setfield(L, -2, "samples");
+  set_int(L, "total", (lua_Integer)P->total);
+  set_int(L, "gc", (lua_Integer)P->gc);
+  set_int(L, "dropped", (lua_Integer)P->dropped);
+  set_int(L, "limit", P->limit);
+  set_num(L, "micros",
+          P->micros +
+              (P->state == PM_PROF_RUNNING ? pm_wall_us() - P->since_us : 0));
+  set_num(L, "start_time_us",
+          P->start_realtime != 0 ? P->start_realtime : pm_realtime_us());
+  set_num(L, "interval_us", P->interval_us);
+  set_int(L, "pid", (lua_Integer)getpid());
+  lua_pushstring(L, state_names[P->state]);
+  lua_setfield(L, -2, "state");
+  return 1;
+}
+
+/* core.profiler_dump(p) -> everything recorded since the last reset, as
+** flat arrays (1-based indices); lua/perfmon/profiler.lua shapes it. */
+static int l_dump (lua_State *L) {
+  pm_Profiler *P = check_profiler(L);
+  int status;
+  P->busy = 1; /* samples wait: the tables below allocate */
+  lua_pushcfunction(L, dump); /* protected: busy must not stay set */
+  lua_pushlightuserdata(L, P);
+  status = lua_pcall(L, 1, 1, 0);
+  P->busy = 0;
+  return status == LUA_OK ? 1 : lua_error(L);
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** The userdata
+** =======================================================
+*/
+
+/* core.profiler_new() */
+static int l_new (lua_State *L) {
+  pm_State *S = live_state(L);
+  pm_Profiler *P = lua_newuserdatauv(L, sizeof(*P), PM_PROF_NUV - 1);
+  pm_profiler_init(P, S);
+  luaL_setmetatable(L, PROFILER_MT);
+  lua_createtable(L, 0, 1); /* threads: weak keys */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_pushinteger(L, ++P->nthreads); /* the main thread is 1 */
+  lua_rawset(L, -3);
+  lua_setiuservalue(L, -2, PM_PROF_THREADS);
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, PM_PROF_ANCHOR);
+  return 1;
+}
+
+/* A running profiler stops when it is collected, which only happens as the
+** state closes (it is anchored while it runs): the timer and the signal
+** handler go with it. */
+static int profiler_gc (lua_State *L) {
+  pm_Profiler *P = lua_touserdata(L, 1);
+  if (P->state == PM_PROF_RUNNING)
+    pm_profiler_stop(L, P, 1, PM_PROF_STOPPED);
+  pm_profiler_free(P);
+  return 0;
+}
+
+static const luaL_Reg profiler_funcs[] = {
+    {"profiler_new", l_new},     {"profiler_start", l_start},
+    {"profiler_stop", l_stop},   {"profiler_state", l_state},
+    {"profiler_reset", l_reset}, {"profiler_frame", l_frame},
+    {"profiler_dump", l_dump},   {NULL, NULL}};
+
+void pm_profiler_register (lua_State *L) {
+  if (luaL_newmetatable(L, PROFILER_MT)) {
+    lua_pushcfunction(L, profiler_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  luaL_setfuncs(L, profiler_funcs, 0);
+}
+
+/* }====================================================== */

@@ -1,0 +1,40 @@
+/*
+** sampler.h -- asking Lua for samples: the timer, its signal, the hook.
+**
+** A POSIX timer sends SIGPROF to the thread that started the profiler.
+** The handler only counts the whole periods of the thread's CPU time and
+** asks Lua for a sample by setting a count hook of 1 on the coroutine that
+** runs and on the main thread (lua_sethook may be called from a signal
+** handler: ldebug.c says so, and lua.c stops a script on Ctrl-C that way).
+** The sample is taken at the next instruction, in the hook, at a safe
+** point, by profiler.c.
+**
+** One hook serves the profiler and the monitor: while a monitor is open the
+** count request rides on the monitor's call/return hook, which hands count
+** events to pm_profiler_hook; otherwise the profiler sets its own hook for
+** the one event.  Everything the signal handler touches is here, in the
+** fields of pm_Profiler marked for it, and in the lua_State hook fields.
+*/
+#ifndef PM_SAMPLER_H
+#define PM_SAMPLER_H
+
+#include "state.h"
+
+/* Creates and arms P's timer, every P->period_ns of CPU time; returns an
+** error message, or NULL. */
+const char *pm_sampler_start (pm_Profiler *P);
+/* Deletes P's timer; no signal of it arrives afterwards.  On the thread
+** that started it. */
+void pm_sampler_stop (pm_Profiler *P);
+/* Takes back a count request on L, keeping the monitor's hook. */
+void pm_sampler_unrequest (lua_State *L);
+
+/* The hook the profiler puts on a thread that has none, for one count
+** event; the monitor's hook (hook.c) hands its count events here too. */
+void pm_profiler_hook (lua_State *L, lua_Debug *ar);
+
+/* lua_sethook for hook.c: keeps a sample the profiler asked for on L (a
+** count mask of 1) when the monitor installs or removes its hook. */
+void pm_profiler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask);
+
+#endif
