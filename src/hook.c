@@ -303,7 +303,7 @@ static pm_Thread *thread_find (lua_State *L, int from) {
   pm_Thread *t;
   if (S == NULL || S->monitors == 0) {
     if (S != NULL)
-      pm_profiler_sethook(S, L, NULL, 0);
+      pm_sampler_sethook(S, L, NULL, 0);
     else
       lua_sethook(L, NULL, 0, 0);
     return NULL;
@@ -358,7 +358,7 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
   }
   lua_pop(L, 1);
   if (co != NULL && lua_gethook(co) != S->hook)
-    pm_profiler_sethook(S, co, S->hook, PM_MASK);
+    pm_sampler_sethook(S, co, S->hook, PM_MASK);
 }
 
 static PM_INLINE const void *caller_of (lua_State *L, lua_Debug *ar, int fast) {
@@ -396,7 +396,7 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   int i;
   if (PM_UNLIKELY(ar->event == LUA_HOOKCOUNT)) {
-    pm_profiler_hook(L, ar); /* a sample the profiler asked for */
+    pm_sampler_hook(L, ar); /* a sample the profiler asked for */
     return;
   }
   /* the cached record is the current thread's: every change of thread
@@ -446,7 +446,7 @@ const char *pm_hook_path (pm_State *S) {
 
 static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
-  return h != NULL && h != S->hook && h != pm_profiler_hook;
+  return h != NULL && h != S->hook && h != pm_sampler_hook;
 }
 
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
@@ -461,8 +461,8 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   pm_sw_probes(S, probes, 1);
   if (S->monitors++ == 0) {
     pm_sw_start(S);
-    pm_profiler_sethook(S, S->main, S->hook, PM_MASK);
-    pm_profiler_sethook(S, L, S->hook, PM_MASK);
+    pm_sampler_sethook(S, S->main, S->hook, PM_MASK);
+    pm_sampler_sethook(S, L, S->hook, PM_MASK);
   }
   return NULL;
 }
@@ -472,16 +472,16 @@ static int drop_thread (uintptr_t v, void *arg) {
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
-  pm_profiler_sethook(t->S, t->L, NULL, 0);
+  pm_sampler_sethook(t->S, t->L, NULL, 0);
   thread_free(t);
   return 1;
 }
 
 static void uninstall (lua_State *L, pm_State *S) {
   pm_map_filter(&S->known, drop_thread, NULL);
-  pm_profiler_sethook(S, S->main, NULL, 0);
+  pm_sampler_sethook(S, S->main, NULL, 0);
   if (L != NULL)
-    pm_profiler_sethook(S, L, NULL, 0);
+    pm_sampler_sethook(S, L, NULL, 0);
   S->current = NULL;
   pm_sets_free(S);
   invalidate();

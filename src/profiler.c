@@ -518,7 +518,7 @@ static int co_wrapped (lua_State *L) {
   lua_State *prev = NULL;
   int r;
   if (!S->closed && S->monitors > 0 && lua_gethook(co) != S->hook)
-    pm_profiler_sethook(S, co, S->hook, LUA_MASKCALL | LUA_MASKRET);
+    pm_sampler_sethook(S, co, S->hook, LUA_MASKCALL | LUA_MASKRET);
   if (P != NULL) {
     prev = P->running;
     P->running = co;
@@ -637,7 +637,7 @@ static pm_Profiler *push_running (lua_State *L) {
 
 static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
-  return h != NULL && h != S->hook && h != pm_profiler_hook;
+  return h != NULL && h != S->hook && h != pm_sampler_hook;
 }
 
 void pm_profiler_init (pm_Profiler *P, pm_State *S) {

@@ -39,8 +39,8 @@
 static void request (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
   if (h == NULL)
-    lua_sethook(L, pm_profiler_hook, LUA_MASKCOUNT, 1);
-  else if (h == pm_profiler_hook || h == S->hook)
+    lua_sethook(L, pm_sampler_hook, LUA_MASKCOUNT, 1);
+  else if (h == pm_sampler_hook || h == S->hook)
     lua_sethook(L, h, lua_gethookmask(L) | LUA_MASKCOUNT, 1);
   /* a foreign hook (debug.sethook) is left alone: no sample */
 }
@@ -72,7 +72,7 @@ static void unrequest_all (pm_Profiler *P, lua_State *L) {
     pm_sampler_unrequest(P->S->main);
 }
 
-void pm_profiler_hook (lua_State *L, lua_Debug *ar) {
+void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
   pm_State *S = pm_state_get(L);
   pm_Profiler *P;
   unsigned w;
@@ -96,9 +96,9 @@ void pm_profiler_hook (lua_State *L, lua_Debug *ar) {
   pm_profiler_sample(P, L, w);
 }
 
-void pm_profiler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask) {
+void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask) {
   if (S->profiler != NULL && (lua_gethookmask(L) & LUA_MASKCOUNT)) {
-    lua_sethook(L, h != NULL ? h : pm_profiler_hook, mask | LUA_MASKCOUNT, 1);
+    lua_sethook(L, h != NULL ? h : pm_sampler_hook, mask | LUA_MASKCOUNT, 1);
   } else {
     lua_sethook(L, h, mask, 0);
   }

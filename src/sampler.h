@@ -11,7 +11,7 @@
 **
 ** One hook serves the profiler and the monitor: while a monitor is open the
 ** count request rides on the monitor's call/return hook, which hands count
-** events to pm_profiler_hook; otherwise the profiler sets its own hook for
+** events to pm_sampler_hook; otherwise the profiler sets its own hook for
 ** the one event.  Everything the signal handler touches is here, in the
 ** fields of pm_Profiler marked for it, and in the lua_State hook fields.
 */
@@ -31,10 +31,10 @@ void pm_sampler_unrequest (lua_State *L);
 
 /* The hook the profiler puts on a thread that has none, for one count
 ** event; the monitor's hook (hook.c) hands its count events here too. */
-void pm_profiler_hook (lua_State *L, lua_Debug *ar);
+void pm_sampler_hook (lua_State *L, lua_Debug *ar);
 
 /* lua_sethook for hook.c: keeps a sample the profiler asked for on L (a
 ** count mask of 1) when the monitor installs or removes its hook. */
-void pm_profiler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask);
+void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask);
 
 #endif
