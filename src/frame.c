@@ -22,19 +22,32 @@ static int identity (lua_State *L) {
   return lua_gettop(L);
 }
 
-int pm_frame_verify (lua_State *L) {
-  lua_Hook old = lua_gethook(L);
-  int mask = lua_gethookmask(L), count = lua_gethookcount(L);
-  check.events = check.mismatches = 0;
-  luaL_loadstring(L, "local cclosure = ...\n"
-                     "local function lua(x) return x end\n"
-                     "local function tail(x) return lua(x) end\n"
-                     "return cclosure(tail(select('#', cclosure)))");
+/* Protected: loading or running the check can raise a memory error. */
+static int run_check (lua_State *L) {
+  if (luaL_loadstring(L,
+                      "local cclosure = ...\n"
+                      "local function lua(x) return x end\n"
+                      "local function tail(x) return lua(x) end\n"
+                      "return cclosure(tail(select('#', cclosure)))") != LUA_OK)
+    return lua_error(L);
   lua_pushinteger(L, 1);
   lua_pushcclosure(L, identity, 1);
   lua_sethook(L, check_hook, LUA_MASKCALL, 0);
   lua_call(L, 1, 0);
+  return 0;
+}
+
+int pm_frame_verify (lua_State *L) {
+  lua_Hook old = lua_gethook(L);
+  int mask = lua_gethookmask(L), count = lua_gethookcount(L), status;
+  check.events = check.mismatches = 0;
+  lua_pushcfunction(L, run_check);
+  status = lua_pcall(L, 0, 0, 0);
+  /* whatever happened, the test hook goes: a failed check must not leave
+     it behind to pass for a foreign hook */
   lua_sethook(L, old, mask, count);
+  if (status != LUA_OK)
+    lua_error(L); /* out of memory: perfmon cannot start */
   /* main, tail, lua (a tail call), select, cclosure: at least 5 events */
   return check.events >= 5 && check.mismatches == 0;
 }

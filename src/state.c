@@ -79,13 +79,25 @@ static void find_coroutine_functions (lua_State *L, pm_State *S) {
   lua_pop(L, 2);
 }
 
+/* The state is anchored, with its finalizer, before anything can be
+** allocated for it or the allocator wrapped, and marked closed until it is
+** whole: a memory error on the way leaves nothing to tear down and no
+** wrapper around the allocator that points at a collected pm_State.  A
+** later require makes a new one. */
 pm_State *pm_state_open (lua_State *L) {
   pm_State *S = pm_state_get(L);
+  int watched;
   if (S != NULL)
     return S;
   pm_clock_init();
   S = lua_newuserdatauv(L, sizeof(*S), 0);
   memset(S, 0, sizeof(*S));
+  S->closed = 1;
+  lua_newtable(L); /* metatable */
+  lua_pushcfunction(L, state_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
   S->falloc = lua_getallocf(L, &S->fud);
   S->iter = 1;
   S->period = 1;
@@ -94,15 +106,14 @@ pm_State *pm_state_open (lua_State *L) {
   lua_pop(L, 1);
   find_coroutine_functions(L, S);
   pm_hook_choose(L, S);
-  if (!pm_watch_open(L, S)) {
+  watched = pm_watch_open(L, S);
+  if (watched < 0)
+    luaL_error(L, "not enough memory");
+  if (watched == 0) {
     luaL_error(L, "perfmon: this Lua's allocator does not free objects at "
                   "the addresses lua_topointer gives; attribution could not "
                   "be kept safe across garbage collection");
   }
-  lua_newtable(L); /* metatable */
-  lua_pushcfunction(L, state_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
+  S->closed = 0;
   return S;
 }

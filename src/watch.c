@@ -38,13 +38,15 @@ static size_t string_offset (lua_State *L) {
 
 int pm_watch_open (lua_State *L, pm_State *S) {
   const void *keys[5];
-  int i, ok;
-  lua_setallocf(L, watch_alloc, S);
-  /* every probe object stays on the stack until its key is registered: a
-     collection step in between must not free one unseen */
+  int i, ok = 1;
+  /* first every Lua allocation, which may raise a memory error: until the
+     allocator is wrapped there is nothing to undo.  Each probe object stays
+     on the stack until its key is registered: a collection step in
+     between must not free one unseen. */
   lua_newtable(L);
   keys[0] = lua_topointer(L, -1);
-  luaL_loadstring(L, "return function() return 1 end");
+  if (luaL_loadstring(L, "return function() return 1 end") != LUA_OK)
+    lua_error(L);
   keys[1] = lua_topointer(L, -1);
   lua_pushvalue(L, -1);
   lua_call(L, 0, 1);
@@ -55,15 +57,23 @@ int pm_watch_open (lua_State *L, pm_State *S) {
   S->string_offset = string_offset(L);
   lua_pushliteral(L, "short");
   ok = string_offset(L) == S->string_offset;
+  /* then perfmon's own, which fail by returning 0 */
   for (i = 0; i < 5; i++)
-    ok = probe(S, keys[i]) && ok;
+    if (!probe(S, keys[i])) {
+      pm_map_free(&S->known, S->falloc, S->fud);
+      lua_pop(L, 6);
+      return -1;
+    }
+  lua_setallocf(L, watch_alloc, S);
   lua_pop(L, 6);
   lua_gc(L, LUA_GCCOLLECT);
   for (i = 0; i < 5; i++)
     if (pm_map_del(&S->known, keys[i]) != 0)
       ok = 0; /* its free went unseen, or to another address */
-  if (!ok)
+  if (!ok) {
     lua_setallocf(L, S->falloc, S->fud);
+    pm_map_free(&S->known, S->falloc, S->fud);
+  }
   return ok;
 }
 

@@ -15,7 +15,9 @@
 
 /* Installs the wrapper and proves, with a full collection, that frees of
 ** tables, closures, threads and strings are seen at the addresses perfmon
-** keys them by.  Returns 0 (and leaves nothing installed) if they are not. */
+** keys them by.  Returns 1 when they are, 0 when they are not and -1 when
+** memory ran out; then nothing is left installed or allocated.  May raise
+** a memory error, before it installs anything. */
 int pm_watch_open (lua_State *L, pm_State *S);
 void pm_watch_close (lua_State *L, pm_State *S);
 

@@ -74,18 +74,23 @@ end
 perfmon.event_begin = core.event_begin
 perfmon.event_end = core.event_end
 
--- Ends the bracket whatever happened inside, then returns or re-raises.
-local function finish(close, ok, ...)
-  close()
-  if not ok then error((...), 0) end
-  return ...
+-- A bracket's end as a to-be-closed value: Lua calls it however the frame
+-- holding it ends (a return, an error, a memory error, coroutine.close on a
+-- coroutine suspended inside), where a pcall could fail to start for lack
+-- of memory and leave the bracket open for good.
+local function ender(close)
+  return setmetatable({}, { __close = close })
 end
+local EVENT_END = ender(core.event_end)
+local NESTED_LEAVE = ender(core.nested_leave)
+local BLOCKING_END = ender(core.blocking_end)
 
 --- Runs fn(...) as one iteration of the event loop; returns its results.
 function perfmon.event(fn, ...)
   check_callable(fn, 1, "event")
   core.event_begin()
-  return finish(core.event_end, pcall(fn, ...))
+  local _ <close> = EVENT_END
+  return fn(...)
 end
 
 --- Runs fn(...) as a nested event loop: the measures of the iteration that
@@ -93,7 +98,8 @@ end
 function perfmon.nested_loop(fn, ...)
   check_callable(fn, 1, "nested_loop")
   core.nested_enter()
-  return finish(core.nested_leave, pcall(fn, ...))
+  local _ <close> = NESTED_LEAVE
+  return fn(...)
 end
 
 --- Runs fn(...) as a blocking call: its wall time is charged as
@@ -101,7 +107,8 @@ end
 function perfmon.blocking(fn, ...)
   check_callable(fn, 1, "blocking")
   core.blocking_begin()
-  return finish(core.blocking_end, pcall(fn, ...))
+  local _ <close> = BLOCKING_END
+  return fn(...)
 end
 
 --- The host saw user input (a keystroke, a click): jank in the events
@@ -205,8 +212,13 @@ end
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
 function perfmon.monitor(probes)
   local mask = probe_mask(probes)
+  -- made (with its finalizer) before the probes are taken, so that a
+  -- memory error cannot leave them held by no monitor; setting a field
+  -- the table has allocates nothing
+  local mon = setmetatable({ mask = mask, closed = true }, Monitor)
   core.open(mask)
-  return setmetatable({ mask = mask, closed = false }, Monitor)
+  mon.closed = false
+  return mon
 end
 
 --- Releases the monitor's probes; closing twice does nothing.
