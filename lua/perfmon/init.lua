@@ -18,6 +18,15 @@ local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
 local args = require("perfmon.args")
 local arg_error, check_callable = args.error, args.check_callable
 
+-- A method called with something else as self (mon.close() for
+-- mon:close()) names the mistake instead of failing inside perfmon.
+local function check_self(self, mt, fname, what)
+  if getmetatable(self) ~= mt then
+    arg_error(1, fname, ("%s expected, got %s (call it as x:%s())"):format(
+      what, type(self), fname), 2)
+  end
+end
+
 ----------------------------------------------------------------------------
 -- Groups and environments
 ----------------------------------------------------------------------------
@@ -152,6 +161,7 @@ end
 --- What happened between older and self: same shape; a group new since
 -- older counts from zero; time is the elapsed wall time in µs.
 function Snapshot:subtract(older)
+  check_self(self, Snapshot, "subtract", "snapshot")
   if getmetatable(older) ~= Snapshot then
     error("bad argument #1 to 'subtract' (snapshot expected, got " .. type(older) .. ")", 2)
   end
@@ -223,6 +233,7 @@ end
 
 --- Releases the monitor's probes; closing twice does nothing.
 function Monitor:close()
+  check_self(self, Monitor, "close", "monitor")
   if not self.closed then
     self.closed = true
     core.close(self.mask)
@@ -235,6 +246,7 @@ Monitor.__gc = Monitor.close
 --- Totals since monitoring began, up to now (an open event is committed
 -- when it ends).
 function Monitor:snapshot()
+  check_self(self, Monitor, "snapshot", "monitor")
   if self.closed then error("snapshot: the monitor is closed", 2) end
   return setmetatable(core.stats(), Snapshot)
 end
