@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "clock.h"
 
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -17,25 +18,38 @@
 #include <x86intrin.h>
 #endif
 
-static int has_rdtscp, invariant;
+/* What the CPU has, found by the first pm_clock_init.  Every lua_State on
+** every thread reads it, and states opened at once on several threads all
+** write it (the same value): one atomic word, so that this is no data
+** race.  Relaxed order is enough, each reader needing only the word. */
+#define CLOCK_KNOWN 1
+#define CLOCK_RDTSCP 2 /* the CPU has rdtscp */
+#define CLOCK_INVARIANT 4 /* its TSC is invariant */
+static atomic_uint cpu_flags;
+
+#define FLAGS() atomic_load_explicit(&cpu_flags, memory_order_relaxed)
 
 /* An invariant TSC ticks at one rate on every core and the kernel keeps the
 ** cores in step, so a measure that migrates stays exact: the CPU id is then
 ** reported as unknown and no measure is discarded for moving. */
 void pm_clock_init (void) {
+  unsigned flags = CLOCK_KNOWN;
 #if defined(__x86_64__)
   unsigned a, b, c, d;
-  if (__get_cpuid(0x80000001, &a, &b, &c, &d))
-    has_rdtscp = (d >> 27) & 1;
-  if (__get_cpuid(0x80000007, &a, &b, &c, &d))
-    invariant = (d >> 8) & 1;
+  if (FLAGS() & CLOCK_KNOWN)
+    return;
+  if (__get_cpuid(0x80000001, &a, &b, &c, &d) && ((d >> 27) & 1))
+    flags |= CLOCK_RDTSCP;
+  if (__get_cpuid(0x80000007, &a, &b, &c, &d) && ((d >> 8) & 1))
+    flags |= CLOCK_INVARIANT;
 #endif
+  atomic_store_explicit(&cpu_flags, flags, memory_order_relaxed);
 }
 
 
 uint64_t pm_cycles (uint32_t *cpu) {
 #if defined(__x86_64__)
-  if (has_rdtscp && !invariant) {
+  if ((FLAGS() & (CLOCK_RDTSCP | CLOCK_INVARIANT)) == CLOCK_RDTSCP) {
     unsigned aux;
     uint64_t t = __rdtscp(&aux);
     *cpu = aux & 0xfff; /* Linux puts the node above bit 12 */
@@ -58,7 +72,10 @@ uint64_t pm_cycles (uint32_t *cpu) {
 
 const char *pm_clock_name (void) {
 #if defined(__x86_64__)
-  return invariant ? "rdtsc (invariant)" : has_rdtscp ? "rdtscp" : "rdtsc";
+  unsigned flags = FLAGS();
+  return (flags & CLOCK_INVARIANT) ? "rdtsc (invariant)"
+         : (flags & CLOCK_RDTSCP)  ? "rdtscp"
+                                   : "rdtsc";
 #elif defined(__aarch64__)
   return "cntvct_el0";
 #else

@@ -345,6 +345,13 @@ int pm_hook_chunk (lua_State *L, pm_State *S, int fidx) {
 ** =======================================================
 */
 
+/* A hook that is neither perfmon's nor the profiler's: a debugger's, a
+** coverage tool's (debug.sethook). */
+static int is_foreign (pm_State *S, lua_State *L) {
+  lua_Hook h = lua_gethook(L);
+  return h != NULL && h != S->hook && h != pm_sampler_hook;
+}
+
 /* A coroutine made before monitoring began has no hook: give it ours as
 ** it is resumed.  (Coroutines made later inherit it from their creator.) */
 static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
@@ -357,7 +364,11 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
-  if (co != NULL && lua_gethook(co) != S->hook)
+  if (co == NULL || lua_gethook(co) == S->hook)
+    return;
+  if (is_foreign(S, co))
+    S->hook_lost = 1; /* a debugger's: left alone, co goes unmeasured */
+  else
     pm_sampler_sethook(S, co, S->hook, PM_MASK);
 }
 
@@ -399,11 +410,14 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
     pm_sampler_hook(L, ar); /* a sample the profiler asked for */
     return;
   }
-  /* the cached record is the current thread's: every change of thread
-     goes through thread_find, and every change of S->current otherwise
-     moves the epoch */
+  /* the cached record is the current thread's: every change of thread on
+     this OS thread goes through thread_find, and every change of
+     S->current otherwise moves the epoch.  A state handed to another OS
+     thread may have switched coroutines there, out of this cache's sight:
+     hence the last test (t is valid once the first two passed). */
   if (last.L != L ||
-      last.epoch != atomic_load_explicit(&epoch, memory_order_relaxed)) {
+      last.epoch != atomic_load_explicit(&epoch, memory_order_relaxed) ||
+      PM_UNLIKELY(t->S->current != t)) {
     if ((t = thread_find(L, ar->event != LUA_HOOKRET)) == NULL)
       return;
   }
@@ -444,11 +458,6 @@ const char *pm_hook_path (pm_State *S) {
 ** =======================================================
 */
 
-static int is_foreign (pm_State *S, lua_State *L) {
-  lua_Hook h = lua_gethook(L);
-  return h != NULL && h != S->hook && h != pm_sampler_hook;
-}
-
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   if (S->monitors == 0) {
     if (is_foreign(S, L) || is_foreign(S, S->main))
@@ -457,6 +466,7 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
     if (S->empty == NULL &&
         (S->empty = pm_set_for(S, NULL, NULL, NULL)) == NULL)
       return "not enough memory";
+    S->hook_lost = 0;
   }
   pm_sw_probes(S, probes, 1);
   if (S->monitors++ == 0) {
@@ -467,21 +477,27 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   return NULL;
 }
 
+/* Removes perfmon's hook from L, never a debugger's that took its place. */
+static void unhook (pm_State *S, lua_State *L) {
+  if (!is_foreign(S, L))
+    pm_sampler_sethook(S, L, NULL, 0);
+}
+
 static int drop_thread (uintptr_t v, void *arg) {
   pm_Thread *t = PM_PTR(v);
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
-  pm_sampler_sethook(t->S, t->L, NULL, 0);
+  unhook(t->S, t->L);
   thread_free(t);
   return 1;
 }
 
 static void uninstall (lua_State *L, pm_State *S) {
   pm_map_filter(&S->known, drop_thread, NULL);
-  pm_sampler_sethook(S, S->main, NULL, 0);
+  unhook(S, S->main);
   if (L != NULL)
-    pm_sampler_sethook(S, L, NULL, 0);
+    unhook(S, L);
   S->current = NULL;
   pm_sets_free(S);
   invalidate();
@@ -495,11 +511,55 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
   }
 }
 
+/* perfmon's hook is gone from a thread it monitors: a foreign hook took
+** its place (debug.sethook through a reference kept from before the
+** monitor opened, or from C), or it was removed from the main thread.  Lua
+** has one hook per thread, so perfmon sees no more of that thread: its
+** frames are dropped, so that their groups stop being charged, and the
+** loss is reported (snapshot.hook_lost) until monitoring restarts. */
+static void lose (pm_State *S, pm_Thread *t) {
+  S->hook_lost = 1;
+  if (t != NULL)
+    unwind(t, 0);
+}
+
+static pm_Thread *record_of (pm_State *S, lua_State *L) {
+  uintptr_t v = pm_map_get(&S->known, pm_thread_key(L));
+  return v != 0 && PM_TAG(v) == PM_THREAD ? PM_PTR(v) : NULL;
+}
+
+/* must: the thread always has perfmon's hook while monitors are open (the
+** main thread); others may have none yet (a coroutine not resumed since). */
+static void check_hook (pm_State *S, lua_State *L, int must) {
+  if (lua_gethook(L) != S->hook && (must || is_foreign(S, L)))
+    lose(S, record_of(S, L));
+}
+
+static int check_thread (uintptr_t v, void *arg) {
+  pm_Thread *t = PM_PTR(v);
+  (void)arg;
+  if (PM_TAG(v) == PM_THREAD && is_foreign(t->S, t->L))
+    lose(t->S, t);
+  return 0;
+}
+
+int pm_hook_lost (lua_State *L, pm_State *S) {
+  if (S->monitors > 0) {
+    check_hook(S, S->main, 1);
+    check_hook(S, L, 0);
+    pm_map_filter(&S->known, check_thread, NULL);
+  }
+  return S->hook_lost;
+}
+
 void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
-  if (S->monitors == 0 || (t = thread_find(L, 0)) == NULL)
+  if (S->monitors == 0)
     return;
-  unwind_dead(t);
+  check_hook(S, S->main, 1);
+  check_hook(S, L, 0);
+  if ((t = thread_find(L, 0)) != NULL)
+    unwind_dead(t);
 }
 
 void pm_thread_forget (pm_State *S, pm_Thread *t) {

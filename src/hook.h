@@ -43,6 +43,11 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes);
 ** caught in C, a coroutine that yielded.  Called at event boundaries. */
 void pm_hook_settle (lua_State *L, pm_State *S);
 
+/* Whether perfmon's hook was taken from a thread it monitors since the
+** first monitor opened (a debugger's debug.sethook): checks the main
+** thread, L and every thread perfmon knows. */
+int pm_hook_lost (lua_State *L, pm_State *S);
+
 void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
 void pm_hook_close (pm_State *S); /* lua_close */
 

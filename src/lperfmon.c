@@ -221,15 +221,20 @@ static void push_stats (lua_State *L, int id, const char *name,
   lua_setfield(L, -2, "longest");
 }
 
-/* core.stats() -> { time, process, groups = { [id] = stats } } */
+/* core.stats() -> { time, process, groups = { [id] = stats } }, with
+** hook_lost = true when perfmon's hook was taken while monitoring */
 static int l_stats (lua_State *L) {
   pm_State *S = state(L);
-  int i, ids[PM_ENV_GROUPS + 2];
+  int i, ids[PM_ENV_GROUPS + 2], lost = pm_hook_lost(L, S);
   pm_hook_settle(L, S);
   pm_sw_snapshot(S);
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, (lua_Integer)pm_realtime_us());
   lua_setfield(L, -2, "time");
+  if (lost) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "hook_lost");
+  }
   push_stats(L, 0, "process", "process", &S->process, ids, 0);
   lua_setfield(L, -2, "process");
   lua_createtable(L, S->ngroups, 0);
@@ -255,6 +260,8 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "path");
   lua_pushinteger(L, S->monitors);
   lua_setfield(L, -2, "monitors");
+  lua_pushboolean(L, pm_hook_lost(L, S));
+  lua_setfield(L, -2, "hook_lost");
   lua_pushinteger(L, S->ngroups);
   lua_setfield(L, -2, "groups");
   lua_pushinteger(L, (lua_Integer)(bytes + pm_map_bytes(&S->known)));

@@ -102,6 +102,7 @@ struct pm_State {
   /* hook.c */
   lua_Hook hook; /* the fast or the public one */
   pm_Thread *current; /* the thread of the last hook event */
+  int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
   lua_CFunction resume_f, wrap_f;
 };
 

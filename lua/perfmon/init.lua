@@ -173,6 +173,7 @@ function Snapshot:subtract(older)
     time = self.time - older.time,
     process = stats_minus(self.process, older.process),
     groups = groups,
+    hook_lost = self.hook_lost, -- perfmon lost its hook before self
   }, Snapshot)
 end
 
@@ -198,6 +199,40 @@ end
 
 local Monitor = {}
 Monitor.__index = Monitor
+
+-- Lua has one debug hook per thread, and perfmon's monitors need it: while
+-- one is open, debug.sethook is refused with the reason, where it would
+-- silently take the hook from perfmon (and perfmon's monitor close would
+-- take it from the debugger).  A debugger or coverage tool sets its hook
+-- before a monitor opens; perfmon then refuses to open.  Code that kept
+-- the original debug.sethook, or C code, gets past the refusal: perfmon
+-- notices at its next snapshot or event boundary and says so
+-- (snapshot.hook_lost).
+local debuglib = package.loaded.debug
+local raw_sethook = debuglib and debuglib.sethook
+
+-- (kept by someone while monitors were open, it works again once they
+-- are all closed)
+local function refused_sethook(...)
+  local ok, info = pcall(core.info)
+  if not ok or info.monitors == 0 then return raw_sethook(...) end
+  error(("debug.sethook: perfmon is monitoring this Lua state (%d monitors "
+    .. "open) and needs its debug hook; close the monitors first")
+    :format(info.monitors), 2)
+end
+
+-- Called whenever a monitor opens or closes (closing may come from a
+-- finalizer run by lua_close, when perfmon is gone: then no monitor).
+local function guard_sethook()
+  if not debuglib then return end
+  local ok, info = pcall(core.info)
+  local open = ok and info.monitors > 0
+  if open and rawequal(debuglib.sethook, raw_sethook) then
+    debuglib.sethook = refused_sethook
+  elseif not open and rawequal(debuglib.sethook, refused_sethook) then
+    debuglib.sethook = raw_sethook
+  end
+end
 
 local function probe_mask(probes)
   if type(probes) ~= "table" then
@@ -228,6 +263,7 @@ function perfmon.monitor(probes)
   local mon = setmetatable({ mask = mask, closed = true }, Monitor)
   core.open(mask)
   mon.closed = false
+  guard_sethook()
   return mon
 end
 
@@ -237,6 +273,7 @@ function Monitor:close()
   if not self.closed then
     self.closed = true
     core.close(self.mask)
+    guard_sethook()
   end
 end
 
@@ -264,8 +301,9 @@ function perfmon.json(snap)
   local groups = {}
   for id, st in pairs(snap.groups) do groups[tostring(id)] = st end
   -- cjson writes 14 significant digits; time has 16, so it is written here
-  local text = ('{"time":%d,"process":%s,"groups":%s}'):format(
-    snap.time, cjson.encode(snap.process), cjson.encode(groups))
+  local text = ('{"time":%d,"process":%s,"groups":%s%s}'):format(
+    snap.time, cjson.encode(snap.process), cjson.encode(groups),
+    snap.hook_lost and ',"hook_lost":true' or "")
   -- cjson writes an empty table as {}: memberships is always a list
   return (text:gsub('"memberships":{}', '"memberships":[]'))
 end
