@@ -44,17 +44,11 @@
 #include <lualib.h>
 
 #include "perfmon.h"
+#include "snapshot.h"
 
 #define MAX_PLUGINS 32
 #define BACKUP_LATENCY_MS 100
-#define NDURATIONS 10 /* perfmon's durations[k]: events >= 2^(k-1) ms */
-
-typedef struct Stats { /* one row of the table, from a perfmon snapshot */
-  char name[64];
-  long long cpu_us, ticks, blocking_us, longest;
-  long long durations[NDURATIONS];
-  double share; /* percent of the process's CPU time */
-} Stats;
+typedef SnapStats Stats;
 
 typedef struct Plugin {
   char name[64]; /* its file's name without .lua, and its group's */
@@ -714,37 +708,6 @@ static int setup (lua_State *L) {
 ** =======================================================
 */
 
-static long long int_field (lua_State *L, int t, const char *k) {
-  long long v;
-  int isnum;
-  lua_getfield(L, t, k);
-  v = (long long)lua_tointegerx(L, -1, &isnum);
-  if (!isnum)
-    luaL_error(L, "snapshot: field '%s' is not an integer", k);
-  lua_pop(L, 1);
-  return v;
-}
-
-/* ... stats -> ...: reads a snapshot's stats table into *st */
-static void read_stats (lua_State *L, Stats *st) {
-  int t = lua_gettop(L), k;
-  luaL_checktype(L, t, LUA_TTABLE);
-  lua_getfield(L, t, "name");
-  snprintf(st->name, sizeof(st->name), "%s", luaL_optstring(L, -1, "?"));
-  lua_pop(L, 1);
-  st->cpu_us = int_field(L, t, "cpu_us");
-  st->ticks = int_field(L, t, "ticks");
-  st->blocking_us = int_field(L, t, "blocking_us");
-  st->longest = int_field(L, t, "longest");
-  lua_getfield(L, t, "durations");
-  for (k = 0; k < NDURATIONS; k++) {
-    lua_rawgeti(L, -1, k + 1);
-    st->durations[k] = (long long)lua_tointeger(L, -1);
-    lua_pop(L, 1);
-  }
-  lua_settop(L, t - 1);
-}
-
 static int report (lua_State *L) {
   int d, i;
   lua_rawgeti(L, LUA_REGISTRYINDEX, H.before_ref);
@@ -754,14 +717,14 @@ static int report (lua_State *L) {
   lua_pushvalue(L, -3);
   lua_call(L, 2, 1); /* before d */
   d = lua_gettop(L);
-  H.time_us = int_field(L, d, "time");
+  H.time_us = snap_int_field(L, d, "time");
   lua_getfield(L, d, "process");
-  read_stats(L, &H.process);
+  snap_read_stats(L, &H.process);
   lua_getfield(L, d, "groups");
   for (i = 0; i < H.nplugins; i++) {
     if (lua_rawgeti(L, -1, H.plugins[i].id) != LUA_TTABLE)
       luaL_error(L, "snapshot: no group %d", H.plugins[i].id);
-    read_stats(L, &H.plugins[i].pm);
+    snap_read_stats(L, &H.plugins[i].pm);
   }
   lua_settop(L, d - 2);
   /* pw:close(); mon:close() */
@@ -795,10 +758,12 @@ static const char *longest (const Stats *st, char *buf, size_t size) {
   return buf;
 }
 
+/* share: st's percent of the process's CPU time */
 static void print_row (const Stats *st) {
   char hist[256], lng[32];
+  double total = H.process.cpu_us > 0 ? (double)H.process.cpu_us : 1;
   printf("%-16s %9.1f %6.1f%% %6lld %11.1f  %-10s %s\n", st->name,
-         (double)st->cpu_us / 1000, st->share, st->ticks,
+         (double)st->cpu_us / 1000, 100 * (double)st->cpu_us / total, st->ticks,
          (double)st->blocking_us / 1000, longest(st, lng, sizeof(lng)),
          histogram(st, hist, sizeof(hist)));
 }
@@ -813,13 +778,9 @@ static int by_cpu (const void *a, const void *b) {
 
 static void print_table (void) {
   const Stats *rows[MAX_PLUGINS];
-  double total = H.process.cpu_us > 0 ? (double)H.process.cpu_us : 1;
   int i;
-  for (i = 0; i < H.nplugins; i++) {
-    H.plugins[i].pm.share = 100 * (double)H.plugins[i].pm.cpu_us / total;
+  for (i = 0; i < H.nplugins; i++)
     rows[i] = &H.plugins[i].pm;
-  }
-  H.process.share = 100;
   snprintf(H.process.name, sizeof(H.process.name), "(whole editor)");
   qsort(rows, (size_t)H.nplugins, sizeof(rows[0]), by_cpu);
   printf("\nabout:performance -- %d events (%d keystrokes, %d cursor moves, "

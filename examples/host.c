@@ -55,6 +55,7 @@
 #include <lualib.h>
 
 #include "perfmon.h"
+#include "snapshot.h"
 
 /* The run: outer events, the events of the one nested loop, the blocking
 ** call.  The notes plugin reads SAVE_AT and CONFIRM_AT from its sandbox. */
@@ -74,13 +75,7 @@
 #define BOUNDARY_MARGIN 0.10 /* truth this close to 2^k ms: too close */
 #define DISTURBED_US 300 /* reported: events that waited this long */
 
-#define NDURATIONS 10 /* perfmon's durations[k]: events >= 2^(k-1) ms */
-
-typedef struct Stats { /* one row of a perfmon snapshot */
-  char name[32];
-  long long cpu_us, ticks, blocking_us, longest;
-  long long durations[NDURATIONS];
-} Stats;
+typedef SnapStats Stats;
 
 typedef struct Plugin {
   const char *name; /* its group, and examples/plugins/<name>.lua */
@@ -469,38 +464,6 @@ static int snapshot_before (lua_State *L) {
 ** =======================================================
 */
 
-static long long int_field (lua_State *L, int t, const char *k) {
-  long long v;
-  int isnum;
-  lua_getfield(L, t, k);
-  v = (long long)lua_tointegerx(L, -1, &isnum);
-  if (!isnum)
-    luaL_error(L, "snapshot: field '%s' is not an integer", k);
-  lua_pop(L, 1);
-  return v;
-}
-
-/* Reads the stats table on the top of the stack into *st, and pops it. */
-static void read_stats (lua_State *L, Stats *st) {
-  int t = lua_gettop(L), k;
-  if (!lua_istable(L, t))
-    luaL_error(L, "snapshot: stats table expected");
-  lua_getfield(L, t, "name");
-  snprintf(st->name, sizeof(st->name), "%s", luaL_optstring(L, -1, "?"));
-  lua_pop(L, 1);
-  st->cpu_us = int_field(L, t, "cpu_us");
-  st->ticks = int_field(L, t, "ticks");
-  st->blocking_us = int_field(L, t, "blocking_us");
-  st->longest = int_field(L, t, "longest");
-  lua_getfield(L, t, "durations");
-  for (k = 0; k < NDURATIONS; k++) {
-    lua_rawgeti(L, -1, k + 1);
-    st->durations[k] = (long long)lua_tointeger(L, -1);
-    lua_pop(L, 1);
-  }
-  lua_settop(L, t - 1);
-}
-
 static int report (lua_State *L) {
   int d, i;
   lua_rawgeti(L, LUA_REGISTRYINDEX, H.before_ref);
@@ -511,12 +474,12 @@ static int report (lua_State *L) {
   lua_call(L, 2, 1);
   d = lua_gettop(L);
   lua_getfield(L, d, "process");
-  read_stats(L, &H.process);
+  snap_read_stats(L, &H.process);
   lua_getfield(L, d, "groups");
   for (i = 0; i < NPLUGINS; i++) {
     if (lua_rawgeti(L, -1, H.plugins[i].id) != LUA_TTABLE)
       luaL_error(L, "snapshot: no group %d", H.plugins[i].id);
-    read_stats(L, &H.plugins[i].pm);
+    snap_read_stats(L, &H.plugins[i].pm);
   }
   call_method(L, H.monitor_ref, "close");
   return 0;
