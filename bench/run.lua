@@ -17,13 +17,16 @@
 --     lua5.4 bench/run.lua [--reps N] [--quick] [--only NAME,...]
 
 local USAGE = [==[
-usage: lua5.4 bench/run.lua [--reps N] [--quick] [--only NAME[,NAME...]]
+usage: lua5.4 bench/run.lua [--reps N] [--quick] [--only NAME[,NAME...]] [--mode MODE]
   --reps N     timed repetitions per mode and workload (default 7; 3 with --quick)
   --quick      smaller workloads and 3 repetitions, for a check in under 30 s
   --only LIST  run only these workloads (fib, editor, coroutines, tables,
-               groups1000); the memory section always runs]==]
+               groups1000); the memory section always runs
+  --mode MODE  run the workloads in one mode only (none, noop or perfmon),
+               print each run's time and nothing else: for a profiler, e.g.
+               perf record lua5.4 bench/run.lua --only editor --mode perfmon]==]
 
-local opts = { reps = nil, quick = false, only = nil }
+local opts = { reps = nil, quick = false, only = nil, mode = nil }
 do
   local i = 1
   while i <= #arg do
@@ -40,6 +43,9 @@ do
     elseif a == "--only" and arg[i + 1] then
       opts.only = {}
       for name in arg[i + 1]:gmatch("[^,]+") do opts.only[name] = true end
+      i = i + 1
+    elseif a == "--mode" and (arg[i + 1] == "none" or arg[i + 1] == "noop" or arg[i + 1] == "perfmon") then
+      opts.mode = arg[i + 1]
       i = i + 1
     elseif a == "-h" or a == "--help" then
       print(USAGE)
@@ -637,6 +643,18 @@ if opts.only then
       os.exit(2)
     end
   end
+end
+
+if opts.mode then -- one mode, for a profiler: no comparison, no tables
+  for _, w in ipairs(workloads) do
+    if not opts.only or opts.only[w.name] then
+      local inst = w.setup()
+      for rep = 1, opts.reps do
+        print(("%s %s run %d: %.1f ms"):format(w.name, opts.mode, rep, run_mode(inst, opts.mode) * 1000))
+      end
+    end
+  end
+  os.exit(0)
 end
 
 local results = {}

@@ -511,6 +511,59 @@ describe("perfmon stopwatch", function()
   end)
 
   ---------------------------------------------------------------------------
+  describe("short events", function()
+    -- Events shorter than the window (250 µs) share one read of the
+    -- thread's CPU clock; each plugin times its own work with os.clock.
+    local function timed_plugin(name)
+      return plugin(name, [[
+        local M = { spent = 0 }
+        function M.run(us)
+          local t0 = os.clock()
+          local t = t0 + us / 1e6
+          while os.clock() < t do end
+          M.spent = M.spent + (os.clock() - t0) * 1e6
+        end
+        return M]])
+    end
+
+    it("charges thousands of short events exactly, with a CPU clock read per window", function()
+      local A, a = timed_plugin("A")
+      local B, b = timed_plugin("B")
+      local mon <close> = monitor()
+      local n = 3000
+      local w0 = perfmon.info().windows
+      local d = measure(mon, function()
+        for _ = 1, n do
+          perfmon.event(function() a.run(6) b.run(2) end)
+        end
+      end)
+      local windows = perfmon.info().windows - w0
+      assert_near(cpu(d, A), a.spent, "A")
+      assert_near(cpu(d, B), b.spent, "B")
+      assert.are.equal(n, st(d, A).ticks)
+      assert.are.equal(n, st(d, B).ticks)
+      assert.are.equal(n, d.process.ticks)
+      assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, st(d, A).durations)
+      assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, d.process.durations)
+      assert(windows < n / 2, ("%d CPU clock reads for %d events of 10 µs"):format(windows, n))
+    end)
+
+    it("gives a long event among short ones its own durations", function()
+      local A, a = timed_plugin("A")
+      local mon <close> = monitor()
+      local d = measure(mon, function()
+        for _ = 1, 200 do perfmon.event(a.run, 5) end
+        perfmon.event(a.run, 6000)
+        for _ = 1, 200 do perfmon.event(a.run, 5) end
+      end)
+      assert_near(cpu(d, A), a.spent, "A")
+      assert.are.same({ 1, 1, 1, 0, 0, 0, 0, 0, 0, 0 }, st(d, A).durations)
+      assert.are.same({ 1, 1, 1, 0, 0, 0, 0, 0, 0, 0 }, d.process.durations)
+      assert.are.equal(401, st(d, A).ticks)
+    end)
+  end)
+
+  ---------------------------------------------------------------------------
   describe("nested event loops", function()
 
     it("does not charge the plugin that spun a nested loop for what runs inside", function()

@@ -142,6 +142,11 @@ void pm_cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
   d->system_us = d->cpu_us - d->user_us;
 }
 
+const void *pm_os_thread (void) {
+  static _Thread_local char self;
+  return &self;
+}
+
 double pm_wall_us (void) {
   return read_us(CLOCK_MONOTONIC);
 }

@@ -30,6 +30,9 @@ void pm_cputime (pm_CpuTime *t);
 void pm_cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
                        pm_CpuTime *d);
 double pm_wall_us (void); /* monotonic, for blocking time */
+/* The calling OS thread, as an identity: CLOCK_THREAD_CPUTIME_ID is its
+** clock, and a lua_State may be handed from one thread to another. */
+const void *pm_os_thread (void);
 double pm_realtime_us (void); /* since the epoch, for snapshot times */
 const char *pm_clock_name (void);
 

@@ -49,6 +49,9 @@ typedef struct pm_Group {
   uint64_t recent_ticks;
   uint64_t touched_period;
   struct pm_Group *next_touched;
+  uint64_t window_cycles; /* committed to the window, not yet renormalised */
+  uint64_t in_window; /* the window it is listed in */
+  struct pm_Group *next_windowed;
   pm_Stats total;
   /* alerts (alert.c): the highest times since its last alert */
   double alert_jank, alert_blocking; /* µs in one event */

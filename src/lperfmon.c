@@ -253,7 +253,7 @@ static int l_info (lua_State *L) {
   pm_State *S = state(L);
   int depth;
   size_t bytes = pm_hook_bytes(S, &depth);
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 9);
   lua_pushstring(L, pm_clock_name());
   lua_setfield(L, -2, "clock");
   lua_pushstring(L, pm_hook_path(S));
@@ -270,6 +270,8 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "shadow_capacity");
   lua_pushinteger(L, (lua_Integer)(sizeof(pm_Group) + sizeof(pm_Env)));
   lua_setfield(L, -2, "bytes_per_group");
+  lua_pushinteger(L, (lua_Integer)S->window);
+  lua_setfield(L, -2, "windows");
   return 1;
 }
 

@@ -75,10 +75,16 @@ struct pm_State {
   uint64_t period; /* commits so far */
   uint64_t period_cycles; /* cycles when the period began */
   uint64_t period_blocked; /* blocked_cycles then */
-  uint32_t period_cpu;
-  pm_CpuTime period_time;
-  double period_wall; /* wall µs when the period began */
   pm_Group *touched; /* groups that ran in this period */
+  uint64_t window; /* renormalisations so far */
+  uint64_t window_cycles, window_blocked; /* when the window began */
+  pm_CpuTime window_time; /* the thread's CPU time then */
+  const void *window_thread; /* the OS thread whose clock that was */
+  pm_Group *windowed; /* groups with cycles in this window */
+  double cpu_per_cycle; /* µs of CPU per busy cycle, last window */
+  double cycles_per_us; /* the counter's rate; 0 until measured */
+  uint64_t rate_cycles; /* where the rate is measured from */
+  double rate_wall;
   int loop; /* 0: the outer loop; >0: nested */
   unsigned char in_event[PM_MAX_LOOPS];
   int blocking_depth;

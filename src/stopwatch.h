@@ -8,10 +8,12 @@
 ** S->iter cancels every measure under way in O(1) (nested loops, event
 ** boundaries), since a stale stopwatch is simply dropped when it stops.
 **
-** Cycles accumulate per group over a period, the span between two commits.
-** A commit (at each event's begin and end, and at a snapshot taken outside
-** events) reads the thread's CPU time and turns each group's share of the
-** period's cycles into user, system and CPU microseconds.
+** Cycles accumulate per group over a period, the span between two commits
+** (each event's begin and end, a snapshot taken outside events).  The
+** thread's CPU time is read at the end of a window, which spans one or more
+** periods (several when events are shorter than PM_WINDOW_US), and turns
+** each group's share of the window's cycles into user, system and CPU
+** microseconds.
 */
 #ifndef PM_STOPWATCH_H
 #define PM_STOPWATCH_H
