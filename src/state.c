@@ -14,10 +14,12 @@
 static const char state_key = 'S'; /* its address keys the registry */
 
 pm_State *pm_state_get (lua_State *L) {
-  pm_State *S;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key);
-  S = lua_touserdata(L, -1);
-  lua_pop(L, 1);
+  pm_State *S = pm_watch_state(L);
+  if (S == NULL) { /* not wrapped (yet, or the check failed), or closing */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key);
+    S = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+  }
   return (S != NULL && !S->closed) ? S : NULL;
 }
 

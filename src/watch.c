@@ -77,6 +77,11 @@ int pm_watch_open (lua_State *L, pm_State *S) {
   return ok;
 }
 
+pm_State *pm_watch_state (lua_State *L) {
+  void *ud;
+  return lua_getallocf(L, &ud) == watch_alloc ? ud : NULL;
+}
+
 void pm_watch_close (lua_State *L, pm_State *S) {
   lua_setallocf(L, S->falloc, S->fud);
 }

@@ -20,6 +20,9 @@
 ** a memory error, before it installs anything. */
 int pm_watch_open (lua_State *L, pm_State *S);
 void pm_watch_close (lua_State *L, pm_State *S);
+/* The state whose wrapper is L's allocator, or NULL: found without the
+** registry lookup, for the hook's coroutine switches. */
+pm_State *pm_watch_state (lua_State *L);
 
 /* The address perfmon keys a thread by: the start of its block. */
 #define pm_thread_key(L) ((const void *)lua_getextraspace(L))
