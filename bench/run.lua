@@ -22,7 +22,8 @@ usage: lua5.4 bench/run.lua [--reps N] [--quick] [--only NAME[,NAME...]] [--mode
   --quick      smaller workloads and 3 repetitions, for a check in under 30 s
   --only LIST  run only these workloads (fib, editor, coroutines, tables,
                groups1000); the memory section always runs
-  --mode MODE  run the workloads in one mode only (none, noop or perfmon),
+  --mode MODE  run the workloads in one mode only (none, noop, perfmon, or
+               profiler: perfmon.profiler at 1 kHz and no monitor),
                print each run's time and nothing else: for a profiler, e.g.
                perf record lua5.4 bench/run.lua --only editor --mode perfmon]==]
 
@@ -44,7 +45,7 @@ do
       opts.only = {}
       for name in arg[i + 1]:gmatch("[^,]+") do opts.only[name] = true end
       i = i + 1
-    elseif a == "--mode" and (arg[i + 1] == "none" or arg[i + 1] == "noop" or arg[i + 1] == "perfmon") then
+    elseif a == "--mode" and ({ none = 1, noop = 1, perfmon = 1, profiler = 1 })[arg[i + 1]] then
       opts.mode = arg[i + 1]
       i = i + 1
     elseif a == "-h" or a == "--help" then
@@ -650,7 +651,18 @@ if opts.mode then -- one mode, for a profiler: no comparison, no tables
     if not opts.only or opts.only[w.name] then
       local inst = w.setup()
       for rep = 1, opts.reps do
-        print(("%s %s run %d: %.1f ms"):format(w.name, opts.mode, rep, run_mode(inst, opts.mode) * 1000))
+        local t
+        if opts.mode == "profiler" then
+          local p = require("perfmon.profiler").new()
+          p:start(1000)
+          local t0 = os.clock()
+          inst.run(direct)
+          t = os.clock() - t0
+          p:stop()
+        else
+          t = run_mode(inst, opts.mode)
+        end
+        print(("%s %s run %d: %.1f ms"):format(w.name, opts.mode, rep, t * 1000))
       end
     end
   end

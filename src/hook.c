@@ -29,10 +29,12 @@ static atomic_uint epoch;
    calls __tls_get_addr on every access */
 #define PM_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #define PM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PM_NOINLINE __attribute__((noinline))
 #else
 #define PM_INLINE inline
 #define PM_TLS_MODEL
 #define PM_UNLIKELY(x) (x)
+#define PM_NOINLINE
 #endif
 
 static _Thread_local PM_TLS_MODEL struct {
@@ -403,7 +405,10 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
     hook_coroutine(S, L, ar, kind);
 }
 
-static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
+/* Every event: a sample, a change of thread, a change of groups, a tail
+** call, frames an error unwound.  Out of line, so that the two common
+** cases in on_event need few registers. */
+static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   int i;
   if (PM_UNLIKELY(ar->event == LUA_HOOKCOUNT)) {
@@ -429,6 +434,38 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
     i = frame_index(t, ar->i_ci);
     unwind(t, i < 0 ? 0 : i);
   }
+}
+
+/* The two common cases, read from the frames (the fast path only): a call
+** from the top frame that stays in its groups (a C function, or a Lua
+** function of the same set), and the return of a frame that started no
+** stopwatch.  They are what on_event_slow does for them, less the tests
+** that cannot fail here. */
+static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
+  pm_Thread *t = last.t;
+  if (fast && last.L == L &&
+      last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed) &&
+      t->S->current == t && t->n > 0) {
+    pm_Frame *top = &t->f[t->n - 1];
+    if (ar->event == LUA_HOOKRET) {
+      if (top->ci == ar->i_ci && top->owned == 0) {
+        t->n--;
+        return;
+      }
+    } else if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
+               top->ci == pm_frame_caller(ar->i_ci)) {
+      uintptr_t v = pm_map_get(&t->S->known, pm_frame_function(ar->i_ci));
+      if (v == PM_FN_C || (v == (uintptr_t)top->set && v != 0)) {
+        top[1].ci = ar->i_ci;
+        top[1].set = top->set;
+        top[1].iter = t->S->iter;
+        top[1].owned = 0;
+        t->n++;
+        return;
+      }
+    }
+  }
+  on_event_slow(L, ar, fast);
 }
 
 /* The two hooks: the same code, specialised for each way to the frame. */
