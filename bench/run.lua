@@ -713,24 +713,28 @@ end
 local function ms(t) return t * 1000 end
 
 if #results > 0 then
-  print(("%-11s %9s %9s %9s  %8s %8s %8s  %6s"):format(
-    "workload", "none ms", "noop ms", "perfmon", "perf/noop", "perf/none", "noop/none", "spread"))
+  print(("%-11s %9s %9s %9s  %8s %8s %8s  %6s  %9s"):format(
+    "workload", "none ms", "noop ms", "perfmon", "perf/noop", "perf/none", "noop/none", "spread",
+    "best p/n"))
   for _, r in ipairs(results) do
-    local m = {}
+    local m, best = {}, {}
     local spread = 0
     for _, mode in ipairs(MODES) do
       local xs = r.times[mode]
       m[mode] = median(xs)
       local lo, hi = math.min(table.unpack(xs)), math.max(table.unpack(xs))
+      best[mode] = lo
       spread = math.max(spread, (hi - lo) / m[mode])
     end
     r.median = m
-    print(("%-11s %9.1f %9.1f %9.1f  %8.2f %8.2f %8.2f  %5.0f%%"):format(
+    print(("%-11s %9.1f %9.1f %9.1f  %8.2f %8.2f %8.2f  %5.0f%%  %9.2f"):format(
       r.name, ms(m.none), ms(m.noop), ms(m.perfmon),
-      m.perfmon / m.noop, m.perfmon / m.none, m.noop / m.none, spread * 100))
+      m.perfmon / m.noop, m.perfmon / m.none, m.noop / m.none, spread * 100,
+      best.perfmon / best.noop))
   end
   print()
-  print("medians of CPU time per run; spread = largest (max - min) / median over the three modes")
+  print("medians of CPU time per run; spread = largest (max - min) / median over the three modes;")
+  print("best p/n = fastest perfmon run / fastest noop run (what interference from other work inflates least)")
   for _, r in ipairs(results) do
     print(("  %-11s %s; perfmon warm-up: %s"):format(r.name, r.what, r.check))
     if r.calls then
@@ -749,7 +753,10 @@ end
 
 -- none and the profiler (perfmon.profiler, p:start(1000), no monitor),
 -- interleaved like the table above; then the profiler under perfmon's
--- monitor, against perfmon alone.
+-- monitor, against perfmon alone.  "timer signal alone" is the floor under
+-- both: the same 1 kHz SIGPROF timer with a handler that only reads the
+-- thread's CPU clock, which on a virtual machine costs a few percent by
+-- itself (each tick is a timer interrupt, a signal frame and a return).
 local editor
 for _, r in ipairs(results) do
   if r.name == "editor" then editor = r end
@@ -770,7 +777,19 @@ if editor then
     return t1 - t0, sum, p:results().samples
   end
   local sums
-  local t = { none = {}, profiler = {}, perfmon = {}, both = {} }
+  -- The floor of any time-based sampler: the same timer and signal with a
+  -- handler that only reads the thread's CPU clock (noophook.timer_start).
+  local function floor(w)
+    if not noophook.timer_start then return 0 end
+    collectgarbage("collect")
+    noophook.timer_start(1000)
+    local t0 = os.clock()
+    w.run(direct)
+    local t1 = os.clock()
+    noophook.timer_stop()
+    return t1 - t0
+  end
+  local t = { none = {}, profiler = {}, perfmon = {}, both = {}, floor = {} }
   local periods = 0
   profiled(editor, false) -- warm-up
   for _ = 1, opts.reps do
@@ -784,16 +803,22 @@ if editor then
     table.insert(t.profiler, b)
     table.insert(t.perfmon, c)
     table.insert(t.both, d)
+    table.insert(t.floor, floor(editor))
     periods = periods + n
   end
   local m = {}
-  for k, xs in pairs(t) do m[k] = median(xs) end
+  local best = {}
+  for k, xs in pairs(t) do m[k], best[k] = median(xs), math.min(table.unpack(xs)) end
   print("profiler at 1 kHz (perfmon.profiler, p:start(1000)), editor workload")
-  print(("%-22s %9s %9s  %8s"):format("mode", "ms", "vs", "ratio"))
-  print(("%-22s %9.1f %9s  %8s"):format("none", ms(m.none), "", ""))
-  print(("%-22s %9.1f %9s  %8.3f"):format("profiler", ms(m.profiler), "none", m.profiler / m.none))
-  print(("%-22s %9.1f %9s  %8.3f"):format("perfmon", ms(m.perfmon), "none", m.perfmon / m.none))
-  print(("%-22s %9.1f %9s  %8.3f"):format("perfmon + profiler", ms(m.both), "perfmon", m.both / m.perfmon))
+  print(("%-22s %9s %9s  %8s  %8s"):format("mode", "ms", "vs", "ratio", "best"))
+  print(("%-22s %9.1f %9s  %8s  %8s"):format("none", ms(m.none), "", "", ""))
+  local function row(name, k, base)
+    print(("%-22s %9.1f %9s  %8.3f  %8.3f"):format(name, ms(m[k]), base, m[k] / m[base], best[k] / best[base]))
+  end
+  if noophook.timer_start then row("timer signal alone", "floor", "none") end
+  row("profiler", "profiler", "none")
+  row("perfmon", "perfmon", "none")
+  row("perfmon + profiler", "both", "perfmon")
   print(("  %.0f sampling periods a run on average (%.0f ms of CPU per run: ~1 per ms)")
     :format(periods / opts.reps, ms(m.profiler)))
   print()
