@@ -1,8 +1,11 @@
 -- perfmon.profiler: the sampling profiler, its results trie, samples,
 -- frame() data, the ring buffer, forcible stop, reset, coroutines, groups,
--- the monitor on the same hook, the Gecko export and the flame graph.
+-- the monitor on the same hook, the Gecko export and the flame graph; deep
+-- stacks and samples dearer than a period, starts that fail, a stop on
+-- another OS thread, finalizers that run while the records are read.
 -- Sample counts are CPU time in sampling periods, so every workload below
 -- runs a known amount of CPU work and asserts on shares, not on timings.
+-- What could hang or crash runs in a process of its own, under `timeout`.
 
 local Profiler = require("perfmon.profiler")
 local perfmon = require("perfmon")
@@ -48,6 +51,66 @@ local function raises(fn, text)
   assert.is_false(ok, "no error raised")
   assert.matches("profiler_spec.lua:%d+: ", tostring(err))
   assert.is_truthy(tostring(err):find(text, 1, true), tostring(err))
+end
+
+-- Runs src in a lua5.4 of its own (this spec's paths and environment),
+-- ended after `seconds`; returns whether it exited with 0, how it ended,
+-- and what it printed.  prefix: shell words before the command.
+local function run_script(src, seconds, prefix)
+  local script, out = os.tmpname(), os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write(src)
+  f:close()
+  local ok, how, code = os.execute(("%s timeout %d env LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' lua5.4 '%s' > '%s' 2>&1")
+    :format(prefix or "", seconds, package.path, package.cpath, script, out))
+  f = assert(io.open(out))
+  local text = f:read("a")
+  f:close()
+  os.remove(script)
+  os.remove(out)
+  return ok, ("%s %s%s"):format(how, code, code == 124 and " (timed out)" or ""), text
+end
+
+-- What Linux shows of SIGPROF in this process: whether a handler is set
+-- (SigCgt), and how many POSIX timers send it.
+local function sigprof_handled()
+  local f = assert(io.open("/proc/self/status"))
+  local hex = f:read("a"):match("\nSigCgt:%s*(%x+)")
+  f:close()
+  return (tonumber(hex:sub(-8), 16) >> 26) & 1 == 1 -- SIGPROF is 27
+end
+
+local function sigprof_timers()
+  local f = assert(io.open("/proc/self/timers"))
+  local n = 0
+  for line in f:lines() do
+    if line:find("^signal: 27/") then n = n + 1 end
+  end
+  f:close()
+  return n
+end
+
+local function anchored(value)
+  for _, v in pairs(debug.getregistry()) do
+    if rawequal(v, value) then return true end
+  end
+  return false
+end
+
+-- tests/profiler.c, built as <build>/tests/rel-profiler next to the
+-- perfmon/core.so this spec loads; runs one part of it.
+local function run_driver(part)
+  local core = package.searchpath("perfmon.core", package.cpath) or ""
+  local build = core:match("^(.*)/perfmon/core%.so$")
+  local driver = build and build .. "/tests/rel-profiler"
+  local f = driver and io.open(driver)
+  assert(f, ("%s not built (tests/CMakeLists.txt: the rel-profiler driver, tests/profiler.c)")
+    :format(tostring(driver)))
+  f:close()
+  local p = io.popen(("'%s' . %s 2>&1; echo \"exit $?\""):format(driver, part))
+  local text = p:read("a")
+  p:close()
+  return text:match("exit 0\n$") ~= nil, text
 end
 
 local function plugin(name, src)
@@ -616,6 +679,208 @@ describe("perfmon.profiler", function()
       assert.is_true(m[3] > m[2])
       assert.is_true(m[6].highest_jank > janky_ms * 0.5)
       assert.is_truthy(group.id)
+    end)
+  end)
+
+  describe("deep stacks", function()
+    it("finish a stack overflow while the profiler samples", function()
+      -- Each request for a sample used to cost in proportion to the stack's
+      -- depth (lua_sethook walks it), so near 200,000 frames every tick
+      -- cost more than the period and the program never got to overflow.
+      local ok, how, out = run_script([[
+        local Profiler = require("perfmon.profiler")
+        local function overflow(n) return 1 + overflow(n + 1) end
+        local p = Profiler.new()
+        p:start(1000)
+        local ok, err = pcall(overflow, 1)
+        p:stop()
+        local deepest, n = 0, 0
+        for _, x in ipairs(p:samples()) do
+          n = n + 1
+          if #x.stack > deepest then deepest = #x.stack end
+        end
+        print(ok, err, n, deepest)
+      ]], 120)
+      assert.is_true(ok, how .. "\n" .. out)
+      local caught, err, n, deepest = out:match("^(%S+)\t(.-)\t(%d+)\t(%d+)\n$")
+      assert.are.equal("false", caught, out)
+      assert.matches("stack overflow", err)
+      assert.is_true(tonumber(n) > 0, out)
+      assert.are.equal(512, tonumber(deepest)) -- the top 512 frames are kept
+    end)
+
+    it("do not livelock the program when a sample takes longer than a period", function()
+      -- 600 frames at 100 µs: a sample (a walk of 512 frames) costs about a
+      -- period or more.  The periods the sampler itself spent used to be
+      -- counted as the program's, so every tick asked for another sample:
+      -- the program ran an instruction or so per sample, 1000 times slower.
+      local ok, how, out = run_script([[
+        local Profiler = require("perfmon.profiler")
+        local function work() local s = 0 for i = 1, 3e7 do s = s + i % 7 end return s end
+        local function deep(n)
+          if n == 0 then local r = work() return r end -- no tail call: work keeps its name
+          return (deep(n - 1))
+        end
+        local p = Profiler.new()
+        p:start(100)
+        deep(600)
+        p:stop()
+        local r = p:results()
+        local in_work, depth = 0, 0
+        local function walk(node, d)
+          if node.func and node.func.name == "work" then
+            in_work, depth = in_work + node.samples, math.max(depth, d)
+          end
+          for _, c in ipairs(node.children or {}) do walk(c, d + 1) end
+        end
+        walk(r, 0)
+        print(r.samples, in_work, depth)
+      ]], 60)
+      assert.is_true(ok, how .. "\n" .. out)
+      local total, in_work, depth = out:match("^(%d+)\t(%d+)\t(%d+)\n$")
+      total, in_work = tonumber(total), tonumber(in_work)
+      assert.is_true(total > 1000, out)
+      assert.is_true(in_work > total * 0.7, out) -- the time is work's
+      assert.are.equal("512", depth) -- work on the top of 511 frames of deep
+    end)
+  end)
+
+  describe("a start that fails", function()
+    it("leaves nothing behind when it fails once running (the jank listener raises)", function()
+      local watcher = require("perfmon.watcher")
+      local add, resume, wrap = watcher.add_listener, coroutine.resume, coroutine.wrap
+      local mon <close> = perfmon.monitor{ "jank" }
+      assert.is_false(sigprof_handled())
+      p = Profiler.new()
+      watcher.add_listener = function() error("no room for a listener") end
+      local ok, err = pcall(function() p:start(500) end)
+      watcher.add_listener = add
+      assert.is_false(ok)
+      assert.matches("profiler_spec.lua:%d+: start: .*no room for a listener", err)
+      assert.is_false(p:is_profiling())
+      raises(function() p:stop() end, "stop: the profiler is not running (it was never started)")
+      assert.are.equal(resume, coroutine.resume)
+      assert.are.equal(wrap, coroutine.wrap)
+      assert.is_false(anchored(p.core))
+      assert.are.equal(0, sigprof_timers())
+      assert.is_false(sigprof_handled())
+      local _, mask = debug.gethook()
+      assert.are.equal("cr", mask) -- the monitor's, no count request
+      p:start(500) -- a later start works, markers and all
+      for_cpu(20, function() spin(10000) end)
+      p:stop()
+      assert.is_true(#p:samples() > 0)
+      assert.is_false(sigprof_handled())
+    end)
+
+    it("leaves nothing behind when the timer cannot be made", function()
+      -- RLIMIT_SIGPENDING 0: timer_create has no room for its signal
+      local ok, how, out = run_script([[
+        local Profiler = require("perfmon.profiler")
+        local resume, wrap = coroutine.resume, coroutine.wrap
+        local p = Profiler.new()
+        local ok, err = pcall(function() p:start() end)
+        assert(not ok and err:find("start: timer_create failed", 1, true), tostring(err))
+        assert(not p:is_profiling())
+        assert(coroutine.resume == resume and coroutine.wrap == wrap, "coroutine functions")
+        for _, v in pairs(debug.getregistry()) do assert(not rawequal(v, p.core), "anchored") end
+        assert(debug.gethook() == nil, "a hook is left")
+        local f = io.open("/proc/self/status")
+        local caught = tonumber(f:read("a"):match("\nSigCgt:%s*(%x+)"):sub(-8), 16)
+        f:close()
+        assert((caught >> 26) & 1 == 0, "the SIGPROF handler is left")
+        print("ok")
+      ]], 60, "exec bash -c 'ulimit -S -i 0 && exec \"$@\"' bash")
+      assert.is_true(ok, how .. "\n" .. out)
+      assert.matches("\nok\n$", "\n" .. out) -- after timeout's own warning
+    end)
+
+    it("leaves nothing behind when an allocation fails, at every allocation (tests/profiler.c)", function()
+      local ok, out = run_driver("alloc")
+      assert.is_true(ok, out)
+      assert.matches("alloc: %d+ runs, [1-9]%d* failed starts, 0 problems", out)
+    end)
+  end)
+
+  describe("stop() on another OS thread", function()
+    it("stops cleanly, and no tick can reach a default action (tests/profiler.c)", function()
+      local ok, out = run_driver("threads")
+      assert.is_true(ok, out)
+    end)
+  end)
+
+  describe("finalizers while the records are read", function()
+    it("may call frame(); reset() and start() refuse", function()
+      -- The dump's tables allocate, so the collector runs finalizers in
+      -- its middle.  frame() from one used to move the arrays the dump was
+      -- reading (a crash); reset() freed them.
+      local ok, how, out = run_script([[
+        local Profiler = require("perfmon.profiler")
+        local core = require("perfmon.core")
+        local p = Profiler.new()
+        p:start(1000000)
+        for i = 1, 1020 do assert(load("local p = ...\nreturn (p:frame())", "=f" .. i))(p) end
+        local phase, made, refused = 1, 0, {}
+        local function in_dump()
+          for level = 2, 100 do
+            local info = debug.getinfo(level, "f")
+            if not info then return false end
+            if info.func == core.profiler_dump then return true end
+          end
+        end
+        local mt = {}
+        mt.__gc = function()
+          if phase == 0 then return end
+          if in_dump() and phase == 1 and made < 300 then
+            made = made + 1 -- a new function: new records
+            local t = assert(load("local p = ... return (p:frame())", "=gc" .. made))(p)
+            t.gc = made
+            if made % 100 == 1 then
+              local ok, err = pcall(p.reset, p)
+              refused.reset = refused.reset or (ok and "reset" or err)
+            end
+          elseif in_dump() and phase == 2 and not refused.start then
+            local ok, err = pcall(p.start, p)
+            refused.start = ok and "started" or err
+          end
+          setmetatable({}, mt) -- the next one, for a later cycle
+        end
+        collectgarbage("generational", 1, 100) -- a minor collection every 1%: often
+        for _ = 1, 20 do setmetatable({}, mt) end
+        local function check(n) -- samples = self_count + the children's
+          local s = n.self_count or 0
+          for _, c in ipairs(n.children or {}) do s = s + c.samples check(c) end
+          assert(n.self_count == nil or s == n.samples, "samples = self + children")
+        end
+        while made < 300 do
+          check(p:results())
+          p:samples()
+          assert(#p:to_gecko() > 0)
+        end
+        p:stop()
+        phase = 2
+        while not refused.start do p:results() end
+        phase = 0
+        collectgarbage("stop")
+        local seen, n = {}, 0
+        local function walk(node)
+          local gc = node.data and node.data.gc
+          if gc then
+            assert(not seen[gc], "a frame() table on two stacks")
+            assert(node.func.file == "gc" .. gc, "a frame() table on the wrong stack")
+            seen[gc], n = true, n + 1
+          end
+          for _, c in ipairs(node.children or {}) do walk(c) end
+        end
+        walk(p:results())
+        print(made, n, refused.reset, refused.start)
+      ]], 120)
+      assert.is_true(ok, how .. "\n" .. out)
+      local made, seen, reset, start = out:match("^(%d+)\t(%d+)\t(.-)\t(.-)\n$")
+      assert.are.equal("300", made, out) -- finalizers did run in dumps
+      assert.are.equal(made, seen) -- each frame() table is on its stack
+      assert.matches("reset: its records are being read %(a finalizer ran during results%(%), samples%(%) or to_gecko%(%)%)", reset)
+      assert.matches("start: its records are being read", start)
     end)
   end)
 

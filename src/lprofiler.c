@@ -4,7 +4,6 @@
 ** into Lua tables (lua/perfmon/profiler.lua shapes them).
 */
 #include <limits.h>
-#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,15 +33,21 @@ static pm_State *live_state (lua_State *L) {
 ** =======================================================
 */
 
-/* core.profiler_start(p, rate_us, max_samples) */
+/* core.profiler_start(p, rate_us, max_samples [, after, arg]): after(arg)
+** runs once p is running, if a monitor is open; if it raises, p stops
+** again and the error goes on. */
 static int l_start (lua_State *L) {
   pm_Profiler *P = check_profiler(L);
   lua_Integer rate = luaL_checkinteger(L, 2);
   lua_Integer max = luaL_checkinteger(L, 3);
+  int after = lua_isnoneornil(L, 4) ? 0 : 4;
   live_state(L); /* the state is not closing */
   luaL_argcheck(L, rate > 0 && rate <= 60000000, 2, "out of range");
   luaL_argcheck(L, max >= 0 && max <= 0x7fffffff, 3, "out of range");
-  pm_profiler_start(L, P, 1, (uint32_t)rate, (uint32_t)max);
+  if (after != 0)
+    luaL_checktype(L, 4, LUA_TFUNCTION);
+  lua_settop(L, 5); /* arg: nil when none */
+  pm_profiler_start(L, P, 1, (uint32_t)rate, (uint32_t)max, after);
   return 0;
 }
 
@@ -60,9 +65,14 @@ static int l_state (lua_State *L) {
   return 1;
 }
 
-/* core.profiler_reset(p) */
+/* core.profiler_reset(p); not while a dump reads the records (from a
+** finalizer run by the dump's allocations) */
 static int l_reset (lua_State *L) {
-  pm_profiler_reset(check_profiler(L));
+  pm_Profiler *P = check_profiler(L);
+  if (P->reading > 0)
+    return luaL_error(L, "its records are being read (a finalizer ran "
+                         "during results(), samples() or to_gecko())");
+  pm_profiler_reset(P);
   return 0;
 }
 
@@ -101,48 +111,56 @@ static void set_num (lua_State *L, const char *k, double v) {
   lua_setfield(L, -2, k);
 }
 
+/*
+** The tables below allocate, so the collector may run finalizers in the
+** middle of a dump, and one may call frame(), which appends functions and
+** stacks and may move the arrays (reset() and start() refuse, samples
+** wait).  A dump therefore reads the counts once, when it begins, and
+** every record by its index, after the allocation before it.
+*/
+
 /* ... -> ... { file, line, name, what, group, group_id } per function */
-static void push_funcs (lua_State *L, pm_Profiler *P) {
+static void push_funcs (lua_State *L, pm_Profiler *P, uint32_t n) {
   uint32_t i;
-  lua_createtable(L, (int)P->nfuncs, 0);
-  for (i = 0; i < P->nfuncs; i++) {
-    const pm_Func *f = &P->funcs[i];
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    pm_Func f = P->funcs[i]; /* a copy: the tables below allocate */
     lua_createtable(L, 0, 6);
-    lua_pushstring(L, f->src);
+    lua_pushstring(L, f.src);
     lua_setfield(L, -2, "file");
-    set_int(L, "line", f->line);
-    if (f->name[0] != '\0') {
-      lua_pushstring(L, f->name);
+    set_int(L, "line", f.line);
+    if (f.name[0] != '\0') {
+      lua_pushstring(L, f.name);
       lua_setfield(L, -2, "name");
     }
-    lua_pushstring(L, f->what == 'C' ? "C" : (f->what == 'm' ? "main" : "Lua"));
+    lua_pushstring(L, f.what == 'C' ? "C" : (f.what == 'm' ? "main" : "Lua"));
     lua_setfield(L, -2, "what");
-    if (f->group != NULL) {
-      lua_pushstring(L, f->group->name);
+    if (f.group != NULL) {
+      lua_pushstring(L, f.group->name);
       lua_setfield(L, -2, "group");
-      set_int(L, "group_id", f->group->id);
+      set_int(L, "group_id", f.group->id);
     }
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
 }
 
-static void push_column (lua_State *L, uint32_t n, const void *base,
-                         size_t stride, size_t offset, int wide, int plus) {
+enum { COL_PARENT, COL_FUNC, COL_LINE, COL_SELF, COL_TOTAL };
+
+/* ... -> ... { column col of nodes 1..n } (1-based function indices) */
+static void push_column (lua_State *L, pm_Profiler *P, uint32_t n, int col) {
   uint32_t i;
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
-    const char *p = (const char *)base + (size_t)i * stride + offset;
+    const pm_Node *nd = &P->nodes[i];
     lua_Integer v;
-    if (wide) {
-      uint64_t u;
-      memcpy(&u, p, sizeof(u));
-      v = (lua_Integer)u;
-    } else {
-      int32_t s;
-      memcpy(&s, p, sizeof(s));
-      v = s;
+    switch (col) {
+      case COL_PARENT: v = nd->parent; break; /* index, 0 for a root */
+      case COL_FUNC: v = (lua_Integer)nd->func + 1; break;
+      case COL_LINE: v = nd->line; break;
+      case COL_SELF: v = (lua_Integer)nd->self; break;
+      default: v = (lua_Integer)nd->total; break;
     }
-    lua_pushinteger(L, v + plus);
+    lua_pushinteger(L, v);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
 }
@@ -150,29 +168,21 @@ static void push_column (lua_State *L, uint32_t n, const void *base,
 /* The table of core.profiler_dump, made under l_dump's protection; the
 ** argument is the profiler, as a light userdata. */
 static int dump (lua_State *L) {
+  static const char *const columns[] = {"parent", "func", "line", "self",
+                                        "total"};
   pm_Profiler *P = lua_touserdata(L, 1);
-  uint32_t i;
+  uint32_t nfuncs = P->nfuncs, nnodes = P->nnodes, i;
+  int col;
   lua_createtable(L, 0, 12);
-  push_funcs(L, P);
+  push_funcs(L, P, nfuncs);
   lua_setfield(L, -2, "funcs");
   lua_createtable(L, 0, 5);
-  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node),
-              offsetof(pm_Node, parent), 0, 0);
-  lua_setfield(L, -2, "parent"); /* index, 0 for a root */
-  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, func),
-              0, 1);
-  lua_setfield(L, -2, "func");
-  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, line),
-              0, 0);
-  lua_setfield(L, -2, "line");
-  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, self),
-              1, 0);
-  lua_setfield(L, -2, "self");
-  push_column(L, P->nnodes, P->nodes, sizeof(pm_Node), offsetof(pm_Node, total),
-              1, 0);
-  lua_setfield(L, -2, "total");
+  for (col = COL_PARENT; col <= COL_TOTAL; col++) {
+    push_column(L, P, nnodes, col);
+    lua_setfield(L, -2, columns[col]);
+  }
   lua_setfield(L, -2, "nodes");
-  lua_createtable(L, 0, 4); /* samples, oldest first */
+  lua_createtable(L, 0, 4); /* samples, oldest first: the ring waits */
   lua_createtable(L, (int)P->count, 0);
   lua_createtable(L, (int)P->count, 0);
   lua_createtable(L, (int)P->count, 0);
@@ -210,15 +220,16 @@ static int dump (lua_State *L) {
 }
 
 /* core.profiler_dump(p) -> everything recorded since the last reset, as
-** flat arrays (1-based indices); lua/perfmon/profiler.lua shapes it. */
+** flat arrays (1-based indices); lua/perfmon/profiler.lua shapes it.
+** Dumps nest (a finalizer may read the records too): P->reading counts. */
 static int l_dump (lua_State *L) {
   pm_Profiler *P = check_profiler(L);
   int status;
-  P->busy = 1; /* samples wait: the tables below allocate */
-  lua_pushcfunction(L, dump); /* protected: busy must not stay set */
+  P->reading++; /* samples wait, reset() and start() refuse */
+  lua_pushcfunction(L, dump); /* protected: the count must come back */
   lua_pushlightuserdata(L, P);
   status = lua_pcall(L, 1, 1, 0);
-  P->busy = 0;
+  P->reading--;
   return status == LUA_OK ? 1 : lua_error(L);
 }
 
@@ -245,7 +256,7 @@ static int l_new (lua_State *L) {
   lua_pushinteger(L, ++P->nthreads); /* the main thread is 1 */
   lua_rawset(L, -3);
   lua_setiuservalue(L, -2, PM_PROF_THREADS);
-  lua_newtable(L);
+  lua_createtable(L, PM_ANCHOR_SLOTS, 0); /* room for every slot */
   lua_setiuservalue(L, -2, PM_PROF_ANCHOR);
   return 1;
 }

@@ -403,13 +403,13 @@ void pm_profiler_sample (pm_Profiler *P, lua_State *L, unsigned weight) {
     P->dropped++;
 }
 
+/* No sample can come in between: no Lua code runs here (nothing below
+** steps the collector, so no finalizer either).  A dump under way (a
+** finalizer called frame() while its tables were made) sees only the
+** records there were when it began: new ones are appended. */
 int64_t pm_profiler_frame (lua_State *L, pm_Profiler *P, int skip) {
-  int n;
-  uint32_t node;
-  P->busy = 1; /* no sample may run in between (finalizers) */
-  n = walk(P, L, skip);
-  node = n > 0 ? intern_path(P, n) : 0;
-  P->busy = 0;
+  int n = walk(P, L, skip);
+  uint32_t node = n > 0 ? intern_path(P, n) : 0;
   if (n == 0)
     return 0;
   return node == 0 ? -1 : (int64_t)node;
@@ -421,13 +421,13 @@ int64_t pm_profiler_frame (lua_State *L, pm_Profiler *P, int skip) {
 ** was held off for count as the collector's (gc_samples). */
 static int sentinel_gc (lua_State *L);
 
-static void sentinel_new (lua_State *L) {
+/* Pushes a new sentinel: garbage once it is popped. */
+static void sentinel_push (lua_State *L) {
   lua_newuserdatauv(L, 1, 0);
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, sentinel_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
-  lua_pop(L, 1);
 }
 
 static int sentinel_gc (lua_State *L) {
@@ -438,7 +438,8 @@ static int sentinel_gc (lua_State *L) {
     P = lua_touserdata(L, -1);
     if (P->state == PM_PROF_RUNNING) {
       P->cycles++;
-      sentinel_new(L); /* for the next collection */
+      sentinel_push(L); /* for the next collection */
+      lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);
@@ -567,55 +568,106 @@ static int push_colib (lua_State *L) {
   return t == LUA_TTABLE;
 }
 
-/* anchor: { resume = original, wrap = original, my_resume, my_wrap } */
-static void patch (lua_State *L, pm_State *S, int anchor) {
-  if (!push_colib(L)) {
-    lua_pop(L, 1);
+static const char *const co_names[] = {"resume", "wrap"};
+
+/* Makes our resume and wrap into the anchor, with the library and the
+** originals they stand for: what the library will hold once `other` (the
+** profiler running, at index other, or 0) is stopped.  Allocates, and
+** changes nothing outside the anchor; patch() then needs no allocation. */
+static void prepare_patch (lua_State *L, pm_State *S, int anchor, int other) {
+  int i;
+  for (i = PM_ANCHOR_COLIB; i < PM_ANCHOR_THREAD; i++) {
+    lua_pushnil(L);
+    lua_rawseti(L, anchor, i);
+  }
+  if (other != 0)
+    lua_getiuservalue(L, other, PM_PROF_ANCHOR);
+  else
+    lua_pushnil(L);
+  if (!push_colib(L)) { /* ... other_anchor colib */
+    lua_pop(L, 2);
     return;
   }
-  lua_getfield(L, -1, "resume"); /* ... colib resume */
-  if (lua_tocfunction(L, -1) != NULL && lua_tocfunction(L, -1) != co_resume) {
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, anchor, PM_ANCHOR_COLIB);
+  for (i = 0; i < 2; i++) {
+    lua_CFunction f, mine = i == 0 ? co_resume : co_wrap;
+    lua_pushstring(L, co_names[i]);
+    lua_rawseti(L, anchor, PM_ANCHOR_NAME_RESUME + i);
+    lua_rawgeti(L, anchor, PM_ANCHOR_NAME_RESUME + i);
+    lua_rawget(L, -2); /* ... other_anchor colib current */
+    if (lua_istable(L, -3)) { /* other's stop puts back its original */
+      lua_rawgeti(L, -3, PM_ANCHOR_MY_RESUME + i);
+      if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
+        lua_pop(L, 2);
+        lua_rawgeti(L, -2, PM_ANCHOR_RESUME + i);
+      } else {
+        lua_pop(L, 1);
+      }
+    }
+    f = lua_tocfunction(L, -1);
+    if (f == NULL || f == mine) { /* not a C function, or not ours to wrap */
+      lua_pop(L, 1);
+      continue;
+    }
     lua_pushvalue(L, -1);
-    lua_setfield(L, anchor, "resume");
-    lua_pushlightuserdata(L, S);
-    lua_pushcclosure(L, co_resume, 2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, anchor, "my_resume");
-    lua_setfield(L, -2, "resume");
-  } else {
-    lua_pop(L, 1);
+    lua_rawseti(L, anchor, PM_ANCHOR_RESUME + i); /* ... original */
+    if (i == 0) {
+      lua_pushlightuserdata(L, S);
+      lua_pushcclosure(L, co_resume, 2); /* upvalues: the original, S */
+    } else {
+      lua_pop(L, 1);
+      lua_pushlightuserdata(L, S);
+      lua_pushcclosure(L, co_wrap, 1);
+    }
+    lua_rawseti(L, anchor, PM_ANCHOR_MY_RESUME + i);
   }
-  lua_getfield(L, -1, "wrap");
-  if (lua_tocfunction(L, -1) != NULL && lua_tocfunction(L, -1) != co_wrap) {
-    lua_setfield(L, anchor, "wrap");
-    lua_pushlightuserdata(L, S);
-    lua_pushcclosure(L, co_wrap, 1);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, anchor, "my_wrap");
-    lua_setfield(L, -2, "wrap");
-  } else {
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+  lua_pop(L, 2);
 }
 
-/* Puts the originals back where ours still are. */
-static void unpatch (lua_State *L, int anchor) {
-  static const char *const names[] = {"resume", "wrap"};
+/* Puts ours in the library where the originals are (no allocation: the
+** keys are there, and so are their strings). */
+static void patch (lua_State *L, int anchor) {
   int i;
-  if (!push_colib(L)) {
+  if (lua_rawgeti(L, anchor, PM_ANCHOR_COLIB) != LUA_TTABLE) {
     lua_pop(L, 1);
     return;
   }
   for (i = 0; i < 2; i++) {
-    lua_getfield(L, -1, names[i]);
-    lua_pushfstring(L, "my_%s", names[i]);
-    lua_rawget(L, anchor);
+    lua_rawgeti(L, anchor, PM_ANCHOR_NAME_RESUME + i); /* ... colib name */
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3); /* ... colib name current */
+    lua_rawgeti(L, anchor, PM_ANCHOR_RESUME + i);
     if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
-      lua_getfield(L, anchor, names[i]);
-      lua_setfield(L, -4, names[i]);
+      lua_pop(L, 2);
+      lua_rawgeti(L, anchor, PM_ANCHOR_MY_RESUME + i);
+      lua_rawset(L, -3);
+    } else {
+      lua_pop(L, 3);
     }
-    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+}
+
+/* Puts the originals back where ours still are; no allocation either. */
+static void unpatch (lua_State *L, int anchor) {
+  int i;
+  if (lua_rawgeti(L, anchor, PM_ANCHOR_COLIB) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  for (i = 0; i < 2; i++) {
+    lua_rawgeti(L, anchor, PM_ANCHOR_NAME_RESUME + i); /* ... colib name */
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3); /* ... colib name current */
+    lua_rawgeti(L, anchor, PM_ANCHOR_MY_RESUME + i);
+    if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
+      lua_pop(L, 2);
+      lua_rawgeti(L, anchor, PM_ANCHOR_RESUME + i);
+      lua_rawset(L, -3);
+    } else {
+      lua_pop(L, 3);
+    }
   }
   lua_pop(L, 1);
 }
@@ -649,14 +701,19 @@ void pm_profiler_init (pm_Profiler *P, pm_State *S) {
   P->slot = -1;
   P->interval_us = 1000;
   atomic_init(&P->pending, 0);
+  atomic_init(&P->tag, -1);
+  atomic_init(&P->sampling, 0);
 }
 
+/* Allocation-free: the registry's key is there (start made it), and the
+** anchor has the originals.  The registry's value becomes false, never
+** nil, so that the key stays for the next start. */
 void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
   pm_State *S = P->S;
   pm_sampler_stop(P);
   if (!S->closed) {
-    lua_getiuservalue(L, idx, PM_PROF_ANCHOR);
-    unpatch(L, lua_gettop(L));
+    if (lua_getiuservalue(L, idx, PM_PROF_ANCHOR) == LUA_TTABLE)
+      unpatch(L, lua_gettop(L));
     lua_pop(L, 1);
     pm_sampler_unrequest(S->main);
     if (P->running != NULL)
@@ -666,62 +723,103 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
   }
   if (S->profiler == P)
     S->profiler = NULL;
-  lua_pushnil(L);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &running_key);
+  if (push_running(L) == P) {
+    lua_pushboolean(L, 0);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &running_key);
+  }
+  lua_pop(L, 1);
   P->micros += pm_wall_us() - P->since_us;
   P->running = NULL;
   P->state = state;
 }
 
-void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
-                        uint32_t max_samples) {
+/* Everything that allocates or can fail comes first, and changes nothing
+** anyone else sees (the buffers, the registry's key, the anchor's
+** contents, the sentinel, the timer); what follows the timer neither
+** allocates nor raises.  A memory error can then only leave P as it was. */
+static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
+                   uint32_t max_samples) {
   pm_State *S = P->S;
   pm_Profiler *other;
   const char *err;
-  idx = lua_absindex(L, idx);
-  if (P->state == PM_PROF_RUNNING)
-    luaL_error(L, "the profiler is already running");
-  if (is_foreign(S, L) || is_foreign(S, S->main))
-    luaL_error(L, "a debug hook is already set (debug.sethook); the "
-                  "profiler needs the count hook");
+  int anchor, top = lua_gettop(L);
+  luaL_checkstack(L, 12, NULL);
   if (P->levels == NULL &&
       (P->levels = raw_alloc(P, NULL, 0, PROF_DEPTH * sizeof(Level))) == NULL)
     luaL_error(L, "not enough memory");
   if (P->names == NULL &&
       (P->names = raw_alloc(P, NULL, 0, PROF_NAMES * sizeof(Name))) == NULL)
     luaL_error(L, "not enough memory");
-  memset(P->names, 0, PROF_NAMES * sizeof(Name)); /* functions may be gone */
-  if ((other = push_running(L)) != NULL) /* forcibly stopped */
-    pm_profiler_stop(L, other, lua_gettop(L), PM_PROF_FORCED);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &running_key) == LUA_TNIL) {
+    lua_pushboolean(L, 0); /* the key, so that stop and start can set it */
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &running_key);
+  }
   lua_pop(L, 1);
+  lua_getiuservalue(L, idx, PM_PROF_ANCHOR); /* ... anchor */
+  anchor = lua_gettop(L);
+  lua_pushthread(L);
+  lua_rawseti(L, anchor, PM_ANCHOR_THREAD); /* P->running must stay alive */
+  other = push_running(L); /* ... anchor other */
+  prepare_patch(L, S, anchor, other != NULL ? lua_gettop(L) : 0);
+  sentinel_push(L); /* ... anchor other sentinel */
+  P->period_ns = (uint64_t)rate_us * 1000u;
+  P->running = L;
+  atomic_store(&P->pending, 0);
+  if ((err = pm_sampler_start(P)) != NULL) {
+    P->running = NULL;
+    luaL_error(L, "%s", err);
+  }
+  /* committed: no allocation, no error from here on */
+  memset(P->names, 0, PROF_NAMES * sizeof(Name)); /* functions may be gone */
+  if (other != NULL && other != P) /* forcibly stopped */
+    pm_profiler_stop(L, other, anchor + 1, PM_PROF_FORCED);
   if (max_samples != P->limit) { /* a new maximum: the ring starts over */
     raw_alloc(P, P->ring, (size_t)P->cap * sizeof(pm_Sample), 0);
     P->ring = NULL;
     P->cap = P->first = P->count = 0;
     P->limit = max_samples;
   }
-  P->fast = strcmp(pm_hook_path(S), "fast") == 0;
-  P->period_ns = (uint64_t)rate_us * 1000u;
-  P->interval_us = (double)rate_us;
-  atomic_store(&P->pending, 0);
   lua_pushvalue(L, idx);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &running_key);
-  lua_getiuservalue(L, idx, PM_PROF_ANCHOR); /* ... anchor */
-  lua_pushthread(L);
-  lua_setfield(L, -2, "started_in"); /* P->running must stay alive */
-  patch(L, S, lua_gettop(L));
-  lua_pop(L, 1);
-  P->running = L;
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &running_key); /* an existing key */
+  patch(L, anchor);
+  P->fast = strcmp(pm_hook_path(S), "fast") == 0;
+  P->interval_us = (double)rate_us;
   S->profiler = P;
   P->state = PM_PROF_RUNNING;
   P->cycles_seen = P->cycles;
-  sentinel_new(L);
   P->since_us = pm_wall_us();
   if (P->start_realtime == 0)
     P->start_realtime = pm_realtime_us();
-  if ((err = pm_sampler_start(P)) != NULL) {
-    pm_profiler_stop(L, P, idx, PM_PROF_STOPPED);
-    luaL_error(L, "%s", err);
+  lua_settop(L, top); /* the sentinel is garbage */
+}
+
+void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
+                        uint32_t max_samples, int after) {
+  pm_State *S = P->S;
+  int state = P->state;
+  double micros = P->micros, realtime = P->start_realtime;
+  idx = lua_absindex(L, idx);
+  if (P->state == PM_PROF_RUNNING)
+    luaL_error(L, "the profiler is already running");
+  if (P->reading > 0)
+    luaL_error(L, "its records are being read (a finalizer ran during "
+                  "results(), samples() or to_gecko())");
+  if (is_foreign(S, L) || is_foreign(S, S->main))
+    luaL_error(L, "a debug hook is already set (debug.sethook); the "
+                  "profiler needs the count hook");
+  start(L, P, idx, rate_us, max_samples);
+  if (after != 0 && S->monitors > 0) {
+    after = lua_absindex(L, after);
+    lua_pushvalue(L, after);
+    lua_pushvalue(L, after + 1);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+      if (P->state == PM_PROF_RUNNING) { /* as if it never started */
+        pm_profiler_stop(L, P, idx, state);
+        P->micros = micros;
+        P->start_realtime = realtime;
+      }
+      lua_error(L);
+    }
   }
 }
 

@@ -16,12 +16,13 @@
 **   records read out into Lua tables.
 **
 ** A running profiler is anchored in the registry and is S->profiler; the
-** records are only written in the hook and read by lprofiler.c between
-** samples (P->busy keeps samples out while they are read).
+** records are written in the hook and by frame(), and read by lprofiler.c
+** between samples (P->reading keeps samples out while they are read).
 */
 #ifndef PM_PROFILER_H
 #define PM_PROFILER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -31,6 +32,22 @@
 
 /* user values of the profiler userdata */
 enum { PM_PROF_THREADS = 1, PM_PROF_ANCHOR, PM_PROF_NUV };
+
+/* The anchor (a table, user value PM_PROF_ANCHOR): what start prepared and
+** stop puts back, by index, so that neither needs a new key (allocation)
+** once start has committed: the coroutine library, its resume and wrap,
+** ours, their names, and the thread start ran in. */
+enum {
+  PM_ANCHOR_COLIB = 1,
+  PM_ANCHOR_RESUME, /* the originals: PM_ANCHOR_RESUME + i */
+  PM_ANCHOR_WRAP,
+  PM_ANCHOR_MY_RESUME, /* ours: PM_ANCHOR_MY_RESUME + i */
+  PM_ANCHOR_MY_WRAP,
+  PM_ANCHOR_NAME_RESUME, /* "resume", "wrap" */
+  PM_ANCHOR_NAME_WRAP,
+  PM_ANCHOR_THREAD,
+  PM_ANCHOR_SLOTS = PM_ANCHOR_THREAD
+};
 
 /* pm_Profiler.state; lprofiler.c names them */
 enum { PM_PROF_NEW, PM_PROF_RUNNING, PM_PROF_STOPPED, PM_PROF_FORCED };
@@ -68,16 +85,19 @@ struct pm_Profiler {
   lua_Alloc falloc; /* the state's own allocator, kept for __gc */
   void *fud;
   int state; /* PM_PROF_* */
-  int busy; /* its records are being read: samples wait */
+  int reading; /* dumps of its records under way: samples wait */
   int fast; /* walk frames through CallInfo (frame.h verified it) */
   /* read by the signal handler (sampler.c) */
   lua_State *volatile running; /* the coroutine running, as tracked */
   int slot; /* of its timer in sampler.c's table */
-  int tag; /* the signal's value: the slot and a generation */
+  atomic_int tag; /* the signal's value: the slot and a generation */
   uint64_t period_ns;
   uint64_t cpu_mark; /* thread CPU time whose periods were counted */
   atomic_uint pending; /* periods since the last sample */
+  atomic_int sampling; /* the hook is at work: no period is counted */
   int has_timer;
+  long tid; /* the thread the timer signals, as gettid names it */
+  pthread_t owner; /* the same thread */
   /* records */
   pm_Func *funcs;
   uint32_t nfuncs, capfuncs;
@@ -105,11 +125,15 @@ struct pm_Profiler {
 void pm_profiler_init (pm_Profiler *P, pm_State *S);
 /* Starts P, whose userdata is at index idx, sampling every rate_us µs of
 ** CPU time and keeping max_samples (0: all); another profiler running on
-** this state is forcibly stopped.  Raises an error when it cannot. */
+** this state is forcibly stopped.  Then, if a monitor is open and `after`
+** is not 0, calls the function at index after with the value above it
+** (the Lua side's marker listener).  Raises an error when it cannot: P is
+** then not running, and nothing of it is left behind. */
 void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
-                        uint32_t max_samples);
+                        uint32_t max_samples, int after);
 /* Stops P, whose userdata is at index idx; state: PM_PROF_STOPPED or
-** PM_PROF_FORCED.  Works while the state closes. */
+** PM_PROF_FORCED.  Works while the state closes, from any OS thread, and
+** neither allocates nor raises. */
 void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state);
 void pm_profiler_reset (pm_Profiler *P); /* forgets every record */
 /* The index + 1 of the node of L's stack from level skip up: 0 when

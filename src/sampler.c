@@ -3,18 +3,23 @@
 ** requests they make, answered in the one hook (see sampler.h).
 */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* SIGEV_THREAD_ID, syscall(SYS_gettid) */
+#define _GNU_SOURCE /* SIGEV_THREAD_ID, syscall(SYS_gettid), dladdr */
 #endif
 
 #include "sampler.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
+#include <dlfcn.h>
 #include <sys/syscall.h>
 #endif
 
@@ -29,6 +34,28 @@
 
 #define PROF_SIGNAL SIGPROF
 #define PROF_SLOTS 64 /* profilers running at once, in the process */
+#define PROF_LONG_NS 5000 /* the profiler's own work kept out of the count */
+
+/* A system call, of a µs or more in some virtual machines. */
+static uint64_t thread_cpu_ns (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* In the vDSO: tens of ns.  Times the profiler's own work, which is kept
+** out of the periods counted when it is long: at least PROF_LONG_NS, or a
+** quarter of a period (shorter work counts as the program's, a few µs per
+** sample, as a signal's own cost does). */
+static uint64_t mono_ns (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t long_ns (const pm_Profiler *P) {
+  return P->period_ns / 4 < PROF_LONG_NS ? P->period_ns / 4 : PROF_LONG_NS;
+}
 
 /*
 ** {======================================================
@@ -36,13 +63,21 @@
 ** =======================================================
 */
 
-static void request (pm_State *S, lua_State *L) {
+/* Asks for a sample at L's next instruction; returns whether it called
+** lua_sethook, which walks L's whole stack (settraps in ldebug.c), so
+** that a request costs in proportion to the stack's depth.  It is made
+** again at every tick until answered, count mask or not: the interpreter
+** may have just cleared the request's trap (luaG_traceexec, with hooks
+** off when it looked), which only lua_sethook sets again. */
+static int request (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
   if (h == NULL)
     lua_sethook(L, pm_sampler_hook, LUA_MASKCOUNT, 1);
   else if (h == pm_sampler_hook || h == S->hook)
     lua_sethook(L, h, lua_gethookmask(L) | LUA_MASKCOUNT, 1);
-  /* a foreign hook (debug.sethook) is left alone: no sample */
+  else
+    return 0; /* a foreign hook (debug.sethook) is left alone: no sample */
+  return 1;
 }
 
 void pm_sampler_unrequest (lua_State *L) {
@@ -72,10 +107,18 @@ static void unrequest_all (pm_Profiler *P, lua_State *L) {
     pm_sampler_unrequest(P->S->main);
 }
 
+/* The time the hook spends is the profiler's, not the program's: on the
+** thread whose CPU time the timer counts, a long one is kept out of the
+** count (P->sampling holds the handler off meanwhile), so that however
+** long a sample takes, the program runs a whole period before the next
+** one.  Its wall time stands for its CPU time, which it is unless the
+** thread was preempted meanwhile: the mark never passes the CPU clock. */
 void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
   pm_State *S = pm_state_get(L);
   pm_Profiler *P;
+  uint64_t w0 = 0;
   unsigned w;
+  int own;
   if (S == NULL) {
     lua_sethook(L, NULL, 0, 0);
     return;
@@ -90,10 +133,24 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
     pm_sampler_unrequest(L);
     return;
   }
+  own = P->has_timer && pthread_equal(pthread_self(), P->owner);
+  if (own) {
+    atomic_store(&P->sampling, 1);
+    w0 = mono_ns();
+  }
   unrequest_all(P, L);
-  if (P->busy || (w = atomic_exchange(&P->pending, 0)) == 0)
-    return; /* a request another thread answered, or records being read */
-  pm_profiler_sample(P, L, w);
+  /* none pending: a request another coroutine answered; records being
+     read: the periods wait for the next sample */
+  if (P->reading == 0 && (w = atomic_exchange(&P->pending, 0)) != 0)
+    pm_profiler_sample(P, L, w);
+  if (own) {
+    uint64_t d = mono_ns() - w0;
+    if (d >= long_ns(P)) {
+      uint64_t end = thread_cpu_ns();
+      P->cpu_mark = P->cpu_mark + d < end ? P->cpu_mark + d : end;
+    }
+    atomic_store(&P->sampling, 0);
+  }
 }
 
 void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask) {
@@ -113,21 +170,22 @@ void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask) {
 */
 
 /* The running profilers of the process; a slot is claimed by a compare
-** and swap, and its timer then belongs to the profiler that claimed it. */
+** and swap, and its timer then belongs to the profiler that claimed it.
+** A handler counts itself in inflight[slot] before it loads the slot, so
+** that once the slot is emptied and its count is back to 0 no handler can
+** still hold the profiler (release_slot), whichever thread it runs on. */
 static _Atomic(pm_Profiler *) slots[PROF_SLOTS];
+static atomic_int inflight[PROF_SLOTS];
 #if PROF_TIMERS
 static timer_t timers[PROF_SLOTS];
 #endif
 static atomic_uint generation;
 static atomic_flag handler_lock = ATOMIC_FLAG_INIT;
-static int handler_users; /* running profilers; under handler_lock */
+/* under handler_lock: */
+static int handler_users; /* running profilers */
+static int handler_set; /* on_signal is installed */
+static int handler_kept; /* for good: a tick may still be pending */
 static struct sigaction old_action; /* what the first start replaced */
-
-static uint64_t thread_cpu_ns (void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A signal that is not one of ours goes where it went before. */
 static void chain (int sig, siginfo_t *si, void *uc) {
@@ -140,59 +198,137 @@ static void chain (int sig, siginfo_t *si, void *uc) {
   }
 }
 
+/* Counts the whole periods of the thread's CPU time since the last count
+** and asks for a sample.  A long request (lua_sethook walks the stack: a
+** deep one) is kept out of the count, as a long sample is: the periods
+** are the program's CPU time, and the profiler cannot starve it. */
+static void count_periods (pm_Profiler *P) {
+  uint64_t now, k, w0;
+  lua_State *t;
+  int asked;
+  if (atomic_load(&P->sampling))
+    return; /* the hook is at work: its time is not counted */
+  now = thread_cpu_ns();
+  k = now > P->cpu_mark ? (now - P->cpu_mark) / P->period_ns : 0;
+  if (k == 0)
+    return;
+  P->cpu_mark += k * P->period_ns;
+  atomic_fetch_add(&P->pending, (unsigned)k);
+  t = target(P);
+  w0 = mono_ns();
+  asked = request(P->S, t);
+  if (t != P->S->main)
+    asked |= request(P->S, P->S->main);
+  if (asked && mono_ns() - w0 >= long_ns(P))
+    P->cpu_mark += thread_cpu_ns() - now;
+}
+
 /* Async-signal-safe: atomics, clock_gettime, lua_sethook.  The periods
 ** counted are the thread's CPU time: a thread blocked or idle asks for no
 ** sample, and one held up in C code gets a heavier sample later. */
 static void on_signal (int sig, siginfo_t *si, void *uc) {
-  int saved = errno;
-  int tag = si->si_value.sival_int;
-  pm_Profiler *P = NULL;
-  if (si->si_code == SI_TIMER && tag >= 0)
-    P = atomic_load(&slots[tag % PROF_SLOTS]);
-  if (P != NULL && P->tag == tag) {
-    uint64_t now = thread_cpu_ns();
-    uint64_t k = now > P->cpu_mark ? (now - P->cpu_mark) / P->period_ns : 0;
-    if (k > 0) {
-      lua_State *t = target(P);
-      P->cpu_mark += k * P->period_ns;
-      atomic_fetch_add(&P->pending, (unsigned)k);
-      request(P->S, t);
-      if (t != P->S->main)
-        request(P->S, P->S->main);
+  int saved = errno, ours = 0;
+  if (si->si_code == SI_TIMER && si->si_value.sival_int >= 0) {
+    int tag = si->si_value.sival_int, i = tag % PROF_SLOTS;
+    pm_Profiler *P;
+    atomic_fetch_add(&inflight[i], 1);
+    P = atomic_load(&slots[i]);
+    if (P != NULL && atomic_load(&P->tag) == tag) {
+      ours = 1;
+      count_periods(P);
     }
-  } else {
-    chain(sig, si, uc);
+    atomic_fetch_sub(&inflight[i], 1);
   }
+  if (!ours)
+    chain(sig, si, uc);
   errno = saved;
+}
+
+#if PROF_TIMERS
+
+/* Keeps this library loaded for good: lua_close unloads C modules, and a
+** handler left installed must not point into unmapped code. */
+static void pin_library (void) {
+  Dl_info info;
+  if (dladdr((void *)on_signal, &info) != 0 && info.dli_fname != NULL)
+    dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 static void handler_acquire (void) {
   while (atomic_flag_test_and_set(&handler_lock))
     ;
-  if (handler_users++ == 0) {
+  handler_users++;
+  if (!handler_set) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(PROF_SIGNAL, &sa, &old_action);
+    handler_set = 1;
   }
   atomic_flag_clear(&handler_lock);
 }
 
-static void handler_release (void) {
+/* keep: a tick may still be pending on some thread, and find the default
+** action (the end of the process) if the handler went: it stays. */
+static void handler_release (int keep) {
   while (atomic_flag_test_and_set(&handler_lock))
     ;
-  if (--handler_users == 0)
+  if (keep && !handler_kept) {
+    handler_kept = 1;
+    pin_library();
+  }
+  if (--handler_users == 0 && !handler_kept) {
     sigaction(PROF_SIGNAL, &old_action, NULL);
+    handler_set = 0;
+  }
   atomic_flag_clear(&handler_lock);
 }
+
+/* Empties P's slot and waits for the handlers that may have found P there
+** (they run for microseconds): no handler touches P afterwards. */
+static void release_slot (pm_Profiler *P) {
+  atomic_store(&slots[P->slot], NULL);
+  while (atomic_load(&inflight[P->slot]) != 0)
+    sched_yield();
+}
+
+static long this_thread (void) {
+  return (long)syscall(SYS_gettid);
+}
+
+/* Whether thread tid of this process has the signal pending, as Linux
+** shows it (SigPnd, the signals sent to that thread); 1 when it cannot
+** tell, 0 when the thread is gone (its signals went with it). */
+static int pending_on (long tid) {
+  char path[64], buf[2048], *p;
+  ssize_t n;
+  int fd;
+  snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return errno != ENOENT && errno != ESRCH;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return 1;
+  buf[n] = '\0';
+  if ((p = strstr(buf, "\nSigPnd:")) == NULL)
+    return 1;
+  return (strtoull(p + 8, NULL, 16) >> (PROF_SIGNAL - 1)) & 1;
+}
+
+#endif
 
 const char *pm_sampler_start (pm_Profiler *P) {
 #if PROF_TIMERS
   struct sigevent ev;
   struct itimerspec it;
   int i;
+  P->tid = this_thread();
+  P->owner = pthread_self();
+  atomic_store(&P->tag, -1); /* a stale tick of the slot is not P's */
+  atomic_store(&P->sampling, 0);
   for (i = 0; i < PROF_SLOTS; i++) {
     pm_Profiler *none = NULL;
     if (atomic_compare_exchange_strong(&slots[i], &none, P))
@@ -201,21 +337,22 @@ const char *pm_sampler_start (pm_Profiler *P) {
   if (i == PROF_SLOTS)
     return "too many profilers running in this process";
   P->slot = i;
-  P->tag =
+  atomic_store(
+      &P->tag,
       (int)(((atomic_fetch_add(&generation, 1) + 1) % 1000000u) * PROF_SLOTS +
-            (unsigned)i);
+            (unsigned)i));
   memset(&ev, 0, sizeof(ev));
   ev.sigev_notify = SIGEV_THREAD_ID;
   ev.sigev_signo = PROF_SIGNAL;
-  ev.sigev_value.sival_int = P->tag;
+  ev.sigev_value.sival_int = atomic_load(&P->tag);
 #ifdef sigev_notify_thread_id
-  ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+  ev.sigev_notify_thread_id = (pid_t)P->tid;
 #else
-  ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+  ev._sigev_un._tid = (pid_t)P->tid;
 #endif
   handler_acquire();
   if (timer_create(CLOCK_MONOTONIC, &ev, &timers[i]) != 0) {
-    handler_release();
+    handler_release(0); /* no tick was ever sent */
     atomic_store(&slots[i], NULL);
     return "timer_create failed";
   }
@@ -232,26 +369,43 @@ const char *pm_sampler_start (pm_Profiler *P) {
 #endif
 }
 
-/* With the signal blocked, the timer goes and a tick still pending is
-** taken, so that the handler can be restored with none in flight. */
+/* A tick the timer sent just before it went may still be pending on the
+** thread it signals, and be delivered there later (kernels before 6.13
+** deliver it; later ones drop it): the handler must outlive it, or the
+** default action of SIGPROF ends the process.  On that thread, with the
+** signal blocked, the tick is taken here.  From another thread (a state
+** handed to it), the handler stays until that thread has none pending: it
+** takes it as soon as it runs with the signal unblocked.  If it keeps one
+** (it blocks the signal, or never runs), the handler stays for good, and
+** hands every signal on to the previous one. */
 void pm_sampler_stop (pm_Profiler *P) {
 #if PROF_TIMERS
-  sigset_t set, old;
-  siginfo_t si;
-  struct timespec zero = {0, 0};
+  int i;
   if (!P->has_timer)
     return;
-  sigemptyset(&set);
-  sigaddset(&set, PROF_SIGNAL);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
-  timer_delete(timers[P->slot]);
-  atomic_store(&slots[P->slot], NULL); /* its timer is free to reuse */
   P->has_timer = 0;
-  while (sigtimedwait(&set, &si, &zero) == PROF_SIGNAL)
-    if (si.si_code != SI_TIMER)
-      chain(PROF_SIGNAL, &si, NULL); /* not ours: hand it on */
-  handler_release();
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (this_thread() == P->tid) {
+    sigset_t set, old;
+    siginfo_t si;
+    struct timespec zero = {0, 0};
+    sigemptyset(&set);
+    sigaddset(&set, PROF_SIGNAL);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    timer_delete(timers[P->slot]);
+    release_slot(P); /* its timer is free to reuse */
+    while (sigtimedwait(&set, &si, &zero) == PROF_SIGNAL)
+      if (si.si_code != SI_TIMER)
+        chain(PROF_SIGNAL, &si, NULL); /* not ours: hand it on */
+    handler_release(0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  } else {
+    struct timespec pause = {0, 500000};
+    timer_delete(timers[P->slot]);
+    release_slot(P);
+    for (i = 0; i < 100 && pending_on(P->tid); i++)
+      nanosleep(&pause, NULL); /* up to 50 ms for it to run */
+    handler_release(pending_on(P->tid));
+  }
 #else
   (void)P;
 #endif

@@ -23,8 +23,8 @@
 /* Creates and arms P's timer, every P->period_ns of CPU time; returns an
 ** error message, or NULL. */
 const char *pm_sampler_start (pm_Profiler *P);
-/* Deletes P's timer; no signal of it arrives afterwards.  On the thread
-** that started it. */
+/* Deletes P's timer: no handler uses P afterwards, and no tick of it can
+** meet SIGPROF's default action.  From any thread. */
 void pm_sampler_stop (pm_Profiler *P);
 /* Takes back a count request on L, keeping the monitor's hook. */
 void pm_sampler_unrequest (lua_State *L);

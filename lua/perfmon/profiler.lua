@@ -45,12 +45,14 @@ end
 local has_watcher, watcher = pcall(require, "perfmon.watcher")
 if not has_watcher then watcher = nil end
 
+-- Called by core.profiler_start once the profiler runs, when a monitor is
+-- open (none: no alerts); if it raises, the profiler stops again.  The
+-- listener is registered before it is kept in self.listener (a key made
+-- by new(), so that the assignment cannot fail).
 local function listen(self)
   if not watcher or self.listener then return end
-  local perfmon = require("perfmon")
-  if perfmon.info().monitors == 0 then return end -- no monitor: no alerts
   local markers = self.markers
-  self.listener = function(list)
+  local listener = function(list)
     for _, alert in ipairs(list) do
       local d, s = alert.details, alert.source
       local length = d.reason == "blocking" and d.highest_blocking_us or d.highest_jank_us
@@ -63,13 +65,14 @@ local function listen(self)
       }
     end
   end
-  watcher.add_listener("*", self.listener)
+  watcher.add_listener("*", listener)
+  self.listener = listener
 end
 
 local function unlisten(self)
   if self.listener then
     watcher.remove_listener("*", self.listener)
-    self.listener = nil
+    self.listener = false
   end
 end
 
@@ -83,6 +86,7 @@ function Profiler.new()
     core = core.profiler_new(),
     data = {}, -- [node] = the table frame() returned for that stack
     markers = {}, -- jank alerts seen while running, as Gecko markers want them
+    listener = false, -- the watcher listener that makes them, while running
   }, Profiler)
 end
 
@@ -120,9 +124,9 @@ function Profiler:start(sample_rate_us, max_samples)
   if core.profiler_state(self.core) == "running" then
     error("start: the profiler is already running; stop() it first", 2)
   end
-  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples)
+  -- A start that fails (memory, the timer) leaves nothing behind.
+  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, listen, self)
   if not ok then error("start: " .. tostring(err), 2) end
-  listen(self)
 end
 
 --- Whether this profiler is sampling now.
@@ -158,7 +162,8 @@ end
 --- Forgets every sample, stack, frame() table and marker.
 function Profiler:reset()
   check_profiler(self, "reset")
-  core.profiler_reset(self.core)
+  local ok, err = pcall(core.profiler_reset, self.core)
+  if not ok then error("reset: " .. tostring(err), 2) end
   self.data = {}
   for i = #self.markers, 1, -1 do self.markers[i] = nil end
 end
