@@ -625,9 +625,10 @@ static void prepare_patch (lua_State *L, pm_State *S, int anchor, int other) {
   lua_pop(L, 2);
 }
 
-/* Puts ours in the library where the originals are (no allocation: the
-** keys are there, and so are their strings). */
-static void patch (lua_State *L, int anchor) {
+/* Sets each of resume and wrap in the library to its value in anchor slot
+** put + i, where it still is the one in slot expect + i (no allocation:
+** the keys are there, and so are their strings). */
+static void replace (lua_State *L, int anchor, int expect, int put) {
   int i;
   if (lua_rawgeti(L, anchor, PM_ANCHOR_COLIB) != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -637,10 +638,10 @@ static void patch (lua_State *L, int anchor) {
     lua_rawgeti(L, anchor, PM_ANCHOR_NAME_RESUME + i); /* ... colib name */
     lua_pushvalue(L, -1);
     lua_rawget(L, -3); /* ... colib name current */
-    lua_rawgeti(L, anchor, PM_ANCHOR_RESUME + i);
+    lua_rawgeti(L, anchor, expect + i);
     if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
       lua_pop(L, 2);
-      lua_rawgeti(L, anchor, PM_ANCHOR_MY_RESUME + i);
+      lua_rawgeti(L, anchor, put + i);
       lua_rawset(L, -3);
     } else {
       lua_pop(L, 3);
@@ -649,27 +650,14 @@ static void patch (lua_State *L, int anchor) {
   lua_pop(L, 1);
 }
 
-/* Puts the originals back where ours still are; no allocation either. */
+/* Puts ours in the library where the originals are. */
+static void patch (lua_State *L, int anchor) {
+  replace(L, anchor, PM_ANCHOR_RESUME, PM_ANCHOR_MY_RESUME);
+}
+
+/* Puts the originals back where ours still are. */
 static void unpatch (lua_State *L, int anchor) {
-  int i;
-  if (lua_rawgeti(L, anchor, PM_ANCHOR_COLIB) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return;
-  }
-  for (i = 0; i < 2; i++) {
-    lua_rawgeti(L, anchor, PM_ANCHOR_NAME_RESUME + i); /* ... colib name */
-    lua_pushvalue(L, -1);
-    lua_rawget(L, -3); /* ... colib name current */
-    lua_rawgeti(L, anchor, PM_ANCHOR_MY_RESUME + i);
-    if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
-      lua_pop(L, 2);
-      lua_rawgeti(L, anchor, PM_ANCHOR_RESUME + i);
-      lua_rawset(L, -3);
-    } else {
-      lua_pop(L, 3);
-    }
-  }
-  lua_pop(L, 1);
+  replace(L, anchor, PM_ANCHOR_MY_RESUME, PM_ANCHOR_RESUME);
 }
 
 /* }====================================================== */
