@@ -405,6 +405,17 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
     hook_coroutine(S, L, ar, kind);
 }
 
+/* Whether the cached record (last.t) is L's and current: every change of
+** thread on this OS thread goes through thread_find, and every change of
+** S->current otherwise moves the epoch.  A state handed to another OS
+** thread may have switched coroutines there, out of this cache's sight:
+** hence the last test (last.t is valid once the first two passed). */
+static PM_INLINE int cached (lua_State *L) {
+  return last.L == L &&
+         last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed) &&
+         last.t->S->current == last.t;
+}
+
 /* Every event: a sample, a change of thread, a change of groups, a tail
 ** call, frames an error unwound.  Out of line, so that the two common
 ** cases in on_event need few registers. */
@@ -415,14 +426,7 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
     pm_sampler_hook(L, ar); /* a sample the profiler asked for */
     return;
   }
-  /* the cached record is the current thread's: every change of thread on
-     this OS thread goes through thread_find, and every change of
-     S->current otherwise moves the epoch.  A state handed to another OS
-     thread may have switched coroutines there, out of this cache's sight:
-     hence the last test (t is valid once the first two passed). */
-  if (last.L != L ||
-      last.epoch != atomic_load_explicit(&epoch, memory_order_relaxed) ||
-      PM_UNLIKELY(t->S->current != t)) {
+  if (!cached(L)) {
     if ((t = thread_find(L, ar->event != LUA_HOOKRET)) == NULL)
       return;
   }
@@ -443,9 +447,7 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
 ** that cannot fail here. */
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
-  if (fast && last.L == L &&
-      last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed) &&
-      t->S->current == t && t->n > 0) {
+  if (fast && cached(L) && t->n > 0) {
     pm_Frame *top = &t->f[t->n - 1];
     if (ar->event == LUA_HOOKRET) {
       if (top->ci == ar->i_ci && top->owned == 0) {

@@ -141,8 +141,8 @@ static void window_add (pm_State *S, pm_Group *g) {
   g->window_cycles += g->recent_cycles;
 }
 
-/* Measures the counter's rate since monitoring began, for window_young
-** and the gap test; once a millisecond has passed, at each window's end. */
+/* Measures the counter's rate since monitoring began, for window_young;
+** once a millisecond has passed, at each window's end. */
 static void measure_rate (pm_State *S, uint64_t now) {
   double wall = pm_wall_us();
   if (wall - S->rate_wall >= 1000.0 && now > S->rate_cycles)
