@@ -576,6 +576,22 @@ local function run_mode(w, mode, check)
   return t1 - t0, sum, d
 end
 
+-- Runs w once under perfmon.profiler at 1 kHz, with or without a monitor;
+-- returns its CPU seconds, checksum and sampling periods.
+local function profiled(w, with_monitor)
+  collectgarbage("collect")
+  local p = require("perfmon.profiler").new()
+  local mon = with_monitor and perfmon.monitor{ "jank", "ticks" }
+  p:start(1000)
+  local t0 = os.clock()
+  local sum = w.run(with_monitor and perfmon.event or direct)
+  local t1 = os.clock()
+  p:stop()
+  if mon then mon:close() end
+  assert_no_hook("after the profiler")
+  return t1 - t0, sum, p:results().samples
+end
+
 local function median(xs)
   local s = table.move(xs, 1, #xs, 1, {})
   table.sort(s)
@@ -651,17 +667,7 @@ if opts.mode then -- one mode, for a profiler: no comparison, no tables
     if not opts.only or opts.only[w.name] then
       local inst = w.setup()
       for rep = 1, opts.reps do
-        local t
-        if opts.mode == "profiler" then
-          local p = require("perfmon.profiler").new()
-          p:start(1000)
-          local t0 = os.clock()
-          inst.run(direct)
-          t = os.clock() - t0
-          p:stop()
-        else
-          t = run_mode(inst, opts.mode)
-        end
+        local t = opts.mode == "profiler" and profiled(inst, false) or run_mode(inst, opts.mode)
         print(("%s %s run %d: %.1f ms"):format(w.name, opts.mode, rep, t * 1000))
       end
     end
@@ -762,20 +768,6 @@ for _, r in ipairs(results) do
   if r.name == "editor" then editor = r end
 end
 if editor then
-  local Profiler = require("perfmon.profiler")
-  local function profiled(w, with_monitor)
-    collectgarbage("collect")
-    local p = Profiler.new()
-    local mon = with_monitor and perfmon.monitor{ "jank", "ticks" }
-    p:start(1000)
-    local t0 = os.clock()
-    local sum = w.run(with_monitor and perfmon.event or direct)
-    local t1 = os.clock()
-    p:stop()
-    if mon then mon:close() end
-    assert_no_hook("after the profiler")
-    return t1 - t0, sum, p:results().samples
-  end
   local sums
   -- The floor of any time-based sampler: the same timer and signal with a
   -- handler that only reads the thread's CPU clock (noophook.timer_start).
