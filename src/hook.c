@@ -416,9 +416,9 @@ static PM_INLINE int cached (lua_State *L) {
          last.t->S->current == last.t;
 }
 
-/* Every event: a sample, a change of thread, a change of groups, a tail
-** call, frames an error unwound.  Out of line, so that the two common
-** cases in on_event need few registers. */
+/* Every event, handled in full: on the public path all of them, on the
+** fast path those on_event leaves.  Out of line, so that the common cases
+** in on_event need few registers. */
 static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   int i;
@@ -440,29 +440,43 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
   }
 }
 
-/* The two common cases, read from the frames (the fast path only): a call
-** from the top frame that stays in its groups (a C function, or a Lua
-** function of the same set), and the return of a frame that started no
-** stopwatch.  They are what on_event_slow does for them, less the tests
-** that cannot fail here. */
+/* A call into another set: out of line, and last in on_event, so that
+** the fast path keeps no register across a call. */
+static PM_NOINLINE void enter (pm_Thread *t, const void *ci, const pm_Set *set,
+                               const pm_Set *parent) {
+  push(t, ci, set, parent);
+}
+
+/* The common cases, read from the frames (the fast path only): a call from
+** the top frame and the return of the top frame, in the same thread.  A
+** call that stays in its groups (a C function, or a Lua function of the
+** same set) is a push; one into another set also starts its stopwatches
+** (enter).  A frame's iter is only read when it owns stopwatches.
+** Everything else (a sample, a change of thread, a tail call, frames an
+** error unwound, a function not seen before, coroutine functions, a full
+** shadow stack) goes to on_event_slow. */
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   if (fast && cached(L) && t->n > 0) {
     pm_Frame *top = &t->f[t->n - 1];
     if (ar->event == LUA_HOOKRET) {
-      if (top->ci == ar->i_ci && top->owned == 0) {
-        t->n--;
+      if (top->ci == ar->i_ci) {
+        pop(t);
         return;
       }
     } else if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
                top->ci == pm_frame_caller(ar->i_ci)) {
       uintptr_t v = pm_map_get(&t->S->known, pm_frame_function(ar->i_ci));
-      if (v == PM_FN_C || (v == (uintptr_t)top->set && v != 0)) {
+      /* top->set is never NULL, so a miss (0) never reads as "same set" */
+      if (v == PM_FN_C || v == (uintptr_t)top->set) {
         top[1].ci = ar->i_ci;
         top[1].set = top->set;
-        top[1].iter = t->S->iter;
         top[1].owned = 0;
         t->n++;
+        return;
+      }
+      if (v != 0 && PM_TAG(v) == PM_FN_LUA) {
+        enter(t, ar->i_ci, PM_PTR(v), top->set);
         return;
       }
     }

@@ -5,39 +5,39 @@
 
 static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
   size_t i = pm_map_slot(m, key);
-  while (m->keys[i] != NULL)
+  while (m->e[i].key != NULL)
     i = (i + 1) & m->mask;
-  m->keys[i] = key;
-  m->vals[i] = val;
+  m->e[i].key = key;
+  m->e[i].val = val;
   m->count++;
 }
 
+static unsigned log2_of (size_t cap) {
+  unsigned n = 0;
+  while (((size_t)1 << n) < cap)
+    n++;
+  return n;
+}
+
 static int grow (pm_Map *m, lua_Alloc f, void *ud) {
-  size_t oldcap = m->keys ? m->mask + 1 : 0;
+  size_t oldcap = m->e ? m->mask + 1 : 0;
   size_t cap = oldcap ? oldcap * 2 : 64;
-  const void **okeys = m->keys;
-  uintptr_t *ovals = m->vals;
-  const void **keys = f(ud, NULL, 0, cap * sizeof(*keys));
-  uintptr_t *vals = keys ? f(ud, NULL, 0, cap * sizeof(*vals)) : NULL;
+  pm_MapEntry *old = m->e;
+  pm_MapEntry *e = f(ud, NULL, 0, cap * sizeof(*e));
   size_t i;
-  if (vals == NULL) {
-    if (keys)
-      f(ud, keys, cap * sizeof(*keys), 0);
+  if (e == NULL)
     return 0;
-  }
   for (i = 0; i < cap; i++)
-    keys[i] = NULL;
-  m->keys = keys;
-  m->vals = vals;
+    e[i].key = NULL;
+  m->e = e;
   m->mask = cap - 1;
+  m->shift = 64 - log2_of(cap);
   m->count = 0;
   for (i = 0; i < oldcap; i++)
-    if (okeys[i] != NULL)
-      insert_new(m, okeys[i], ovals[i]);
-  if (okeys) {
-    f(ud, okeys, oldcap * sizeof(*okeys), 0);
-    f(ud, ovals, oldcap * sizeof(*ovals), 0);
-  }
+    if (old[i].key != NULL)
+      insert_new(m, old[i].key, old[i].val);
+  if (old)
+    f(ud, old, oldcap * sizeof(*old), 0);
   return 1;
 }
 
@@ -45,14 +45,14 @@ int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
                 void *ud) {
   size_t i;
   if (m->count > 0) {
-    for (i = pm_map_slot(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
-      if (m->keys[i] == key) {
-        m->vals[i] = val;
+    for (i = pm_map_slot(m, key); m->e[i].key != NULL; i = (i + 1) & m->mask)
+      if (m->e[i].key == key) {
+        m->e[i].val = val;
         return 1;
       }
   }
   /* keep the load under 1/2 so that probes stay short */
-  if (m->keys == NULL || (m->count + 1) * 2 > m->mask + 1)
+  if (m->e == NULL || (m->count + 1) * 2 > m->mask + 1)
     if (!grow(m, f, ud))
       return 0;
   insert_new(m, key, val);
@@ -67,25 +67,24 @@ static void remove_at (pm_Map *m, size_t i) {
   for (;;) {
     size_t home;
     j = (j + 1) & m->mask;
-    if (m->keys[j] == NULL)
+    if (m->e[j].key == NULL)
       break;
-    home = pm_map_slot(m, m->keys[j]);
+    home = pm_map_slot(m, m->e[j].key);
     if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
-      m->keys[i] = m->keys[j];
-      m->vals[i] = m->vals[j];
+      m->e[i] = m->e[j];
       i = j;
     }
   }
-  m->keys[i] = NULL;
+  m->e[i].key = NULL;
 }
 
 uintptr_t pm_map_del (pm_Map *m, const void *key) {
   size_t i;
   if (m->count == 0)
     return 0;
-  for (i = pm_map_slot(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
-    if (m->keys[i] == key) {
-      uintptr_t v = m->vals[i];
+  for (i = pm_map_slot(m, key); m->e[i].key != NULL; i = (i + 1) & m->mask)
+    if (m->e[i].key == key) {
+      uintptr_t v = m->e[i].val;
       remove_at(m, i);
       return v;
     }
@@ -95,11 +94,11 @@ uintptr_t pm_map_del (pm_Map *m, const void *key) {
 void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
                     void *arg) {
   size_t i = 0;
-  if (m->keys == NULL)
+  if (m->e == NULL)
     return;
   while (i <= m->mask) {
     /* after a removal, slot i may hold a shifted entry: look again */
-    if (m->keys[i] != NULL && drop(m->vals[i], arg))
+    if (m->e[i].key != NULL && drop(m->e[i].val, arg))
       remove_at(m, i);
     else
       i++;
@@ -107,16 +106,13 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
 }
 
 void pm_map_free (pm_Map *m, lua_Alloc f, void *ud) {
-  if (m->keys) {
-    f(ud, m->keys, (m->mask + 1) * sizeof(*m->keys), 0);
-    f(ud, m->vals, (m->mask + 1) * sizeof(*m->vals), 0);
-  }
-  m->keys = NULL;
-  m->vals = NULL;
+  if (m->e)
+    f(ud, m->e, (m->mask + 1) * sizeof(*m->e), 0);
+  m->e = NULL;
   m->mask = 0;
   m->count = 0;
 }
 
 size_t pm_map_bytes (const pm_Map *m) {
-  return m->keys ? (m->mask + 1) * (sizeof(*m->keys) + sizeof(*m->vals)) : 0;
+  return m->e ? (m->mask + 1) * sizeof(*m->e) : 0;
 }

@@ -14,19 +14,22 @@
 
 #include <lua.h>
 
+typedef struct pm_MapEntry {
+  const void *key; /* NULL: a free slot */
+  uintptr_t val;
+} pm_MapEntry;
+
 typedef struct pm_Map {
-  const void **keys;
-  uintptr_t *vals;
+  pm_MapEntry *e; /* key and value side by side: a hit reads one line */
   size_t mask; /* capacity - 1; capacity is a power of 2, or 0 */
   size_t count;
+  unsigned shift; /* 64 - log2(capacity) */
 } pm_Map;
 
+/* Fibonacci hashing: the top bits of the product depend on every bit of
+** the address, so the alignment zeros at the bottom do no harm. */
 static inline size_t pm_map_slot (const pm_Map *m, const void *key) {
-  uintptr_t h = (uintptr_t)key;
-  h ^= h >> 33; /* blocks are 16-byte aligned: mix the high bits down */
-  h *= (uintptr_t)0xff51afd7ed558ccdULL;
-  h ^= h >> 29;
-  return (size_t)h & m->mask;
+  return (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >> m->shift);
 }
 
 /* Looks key up; returns 0 when absent.  Inline: the hook calls it on every
@@ -35,9 +38,9 @@ static inline uintptr_t pm_map_get (const pm_Map *m, const void *key) {
   size_t i;
   if (m->count == 0)
     return 0;
-  for (i = pm_map_slot(m, key); m->keys[i] != NULL; i = (i + 1) & m->mask)
-    if (m->keys[i] == key)
-      return m->vals[i];
+  for (i = pm_map_slot(m, key); m->e[i].key != NULL; i = (i + 1) & m->mask)
+    if (m->e[i].key == key)
+      return m->e[i].val;
   return 0;
 }
 /* Inserts or replaces; returns 0 when memory ran out. */
