@@ -1,33 +1,53 @@
 --- bench/run.lua: what perfmon costs.
 --
--- Runs each workload in three modes, interleaved (none, noop, perfmon,
--- none, noop, perfmon, ...), after one untimed warm-up per mode:
+-- Runs each workload in three modes:
 --   none     no hook at all
 --   noop     a call/return hook that does nothing (build/noophook.so): the
 --            floor any call/return hook pays
 --   perfmon  a monitor holding "jank" and "ticks", every plugin attached to
 --            its own group, each event of the workload run by perfmon.event
--- and prints the median CPU time (os.clock) of each, then memory figures.
 -- The plugins are loaded once, into their own sandboxes and groups, and run
 -- the same code in all three modes; only the hook and the event driver
 -- (perfmon.event, or a plain call) differ.
 --
+-- The machine is shared and its speed drifts by up to 2x over seconds, so
+-- medians of each mode's own series mostly measure the drift.  The ratios
+-- are taken side by side instead: each timed run is a slice, 1/K of the
+-- full-size workload (--slices, K = 8: ~50 ms), and a round runs the three
+-- modes back to back on slices, forward (none, noop, perfmon) in odd rounds
+-- and reversed in even ones.  A pair of adjacent rounds gives one ratio per
+-- mode pair, the ratio of the two rounds' sums: every mode's mean position
+-- in the pair is the same, so a drift linear over the pair cancels.  The
+-- figures are medians over the pairs, with the interquartile range of
+-- perfmon/noop to show how much pairs disagree.  Times in ms are median slice
+-- times scaled back to a full-size run.  The profiler table (1 kHz, editor
+-- workload) is measured the same way; then memory figures.
+--
 -- Run it with bench/run, which builds first; by hand:
 --   LUA_PATH_5_4="lua/?.lua;lua/?/init.lua;;" LUA_CPATH_5_4="build/?.so;;" \
---     lua5.4 bench/run.lua [--reps N] [--quick] [--only NAME,...]
+--     lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME,...]
+-- bench/instructions counts instructions of the same runs under callgrind.
 
 local USAGE = [==[
-usage: lua5.4 bench/run.lua [--reps N] [--quick] [--only NAME[,NAME...]] [--mode MODE]
-  --reps N     timed repetitions per mode and workload (default 7; 3 with --quick)
-  --quick      smaller workloads and 3 repetitions, for a check in under 30 s
+usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME...]]
+                            [--mode MODE]
+  --reps N     per mode and workload, time N full-size runs' worth of work
+               (default 7; 3 with --quick), as N*K slices of 1/K size each
+               in N*K rounds (rounded up to an even number, at least 12)
+  --slices K   cut a full-size run into K slices (default 8: ~50 ms each at
+               full size, ~12 ms with --quick); a workload whose unit of work
+               is larger than 1/K (tables: one event) uses one unit a slice
+  --quick      workloads at 1/4 size (a "full-size run" is then a quarter of
+               one) and 3 repetitions, for a check in under 30 s
   --only LIST  run only these workloads (fib, editor, coroutines, tables,
                groups1000); the memory section always runs
   --mode MODE  run the workloads in one mode only (none, noop, perfmon, or
-               profiler: perfmon.profiler at 1 kHz and no monitor),
-               print each run's time and nothing else: for a profiler, e.g.
+               profiler: perfmon.profiler at 1 kHz and no monitor), N
+               whole runs (not slices), print each run's time and nothing
+               else: for a profiler, e.g.
                perf record lua5.4 bench/run.lua --only editor --mode perfmon]==]
 
-local opts = { reps = nil, quick = false, only = nil, mode = nil }
+local opts = { reps = nil, slices = 8, quick = false, only = nil, mode = nil }
 do
   local i = 1
   while i <= #arg do
@@ -38,6 +58,13 @@ do
       opts.reps = tonumber(arg[i + 1])
       if not opts.reps or opts.reps < 1 or opts.reps % 1 ~= 0 then
         io.stderr:write("bench: --reps needs a positive integer\n", USAGE, "\n")
+        os.exit(2)
+      end
+      i = i + 1
+    elseif a == "--slices" then
+      opts.slices = tonumber(arg[i + 1])
+      if not opts.slices or opts.slices < 1 or opts.slices % 1 ~= 0 then
+        io.stderr:write("bench: --slices needs a positive integer\n", USAGE, "\n")
         os.exit(2)
       end
       i = i + 1
@@ -61,13 +88,19 @@ do
 end
 -- Workload sizes are multiplied by this.
 local SCALE = opts.quick and 0.25 or 1
+-- Fewer pairs of rounds than this give no median nor quartiles worth the
+-- name (tables at --quick: 2 events a run, one a slice).
+local MIN_ROUNDS = 12
 
 io.stdout:setvbuf("line")
 
 local perfmon = require("perfmon")
 local noophook = require("noophook")
 
+-- Units of work (calls, keystrokes, events) in a full-size run and in a
+-- slice of one: at least one, as an event cannot be split.
 local function size(n) return math.max(1, math.floor(n * SCALE + 0.5)) end
+local function slice_size(full) return math.max(1, math.floor(full / opts.slices + 0.5)) end
 
 ----------------------------------------------------------------------------
 -- Plugins: each in its own sandbox and group, loaded by perfmon.load
@@ -94,11 +127,14 @@ local function plugin(name, src, extra, kind)
 end
 
 ----------------------------------------------------------------------------
--- Workloads.  setup() loads the plugins once and returns
+-- Workloads.  units is how many units of work (fib calls, keystrokes,
+-- items, events, rounds) a full-size run does before SCALE; setup(count)
+-- loads the plugins once and returns an instance doing count units a run:
 --   { run = function(drive) ... return checksum end, groups = {...},
 --     calls = n (optional: Lua calls per run, for ns per call) }
 -- run(drive) makes whatever coroutines it needs (so that they inherit the
--- hook of the mode) and runs each event as drive(handler, ...).
+-- hook of the mode) and runs each event as drive(handler, ...).  The what
+-- line describes a full-size run.
 ----------------------------------------------------------------------------
 
 local workloads = {}
@@ -107,7 +143,8 @@ local workloads = {}
 workloads[#workloads + 1] = {
   name = "fib",
   what = "fib(27) x20 in a plugin, one event each (call-heavy recursion)",
-  setup = function()
+  units = 20,
+  setup = function(times)
     local env, group = plugin("fib", [[
       local function fib(n)
         if n < 2 then return n end
@@ -115,7 +152,6 @@ workloads[#workloads + 1] = {
       end
       function run(n) return fib(n) end
     ]])
-    local times = size(20)
     local function fibcalls(n) -- calls fib(n) makes: 2 fib(n+1) - 1
       local a, b = 0, 1
       for _ = 1, n + 1 do a, b = b, a + b end
@@ -313,8 +349,9 @@ return M
 
 workloads[#workloads + 1] = {
   name = "editor",
-  what = "8 sandboxed plugins + a shared library group, a keystroke per event",
-  setup = function()
+  what = "8 sandboxed plugins + a shared library group, 18000 keystrokes, one event each",
+  units = 18000,
+  setup = function(keys)
     local groups = {}
     -- The shared helpers: their own chunk, sandbox and group, called by
     -- several plugins (a call into them enters the "lib" group).
@@ -326,7 +363,6 @@ workloads[#workloads + 1] = {
       groups[#groups + 1] = group
       plugins[#plugins + 1] = env
     end
-    local keys = size(18000)
     -- Every plugin sees every keystroke: one event.
     local function keystroke(ev)
       local sum = 0
@@ -366,8 +402,9 @@ workloads[#workloads + 1] = {
 -- (c) coroutine-heavy: producer -> filter -> consumer, three plugins
 workloads[#workloads + 1] = {
   name = "coroutines",
-  what = "producer coroutine -> filter (coroutine.wrap) -> consumer, 1000 items an event",
-  setup = function()
+  what = "producer coroutine -> filter (coroutine.wrap) -> consumer, 1.2M items, 1000 an event",
+  units = 1200000,
+  setup = function(items)
     local penv, pgroup = plugin("producer", [[
       function make(n)
         return coroutine.create(function()
@@ -397,7 +434,7 @@ workloads[#workloads + 1] = {
         end
         return sum, false
       end ]])
-    local items, batch = size(1200000), 1000
+    local batch = 1000
     return {
       groups = { pgroup, fgroup, cgroup },
       run = function(drive)
@@ -417,7 +454,8 @@ workloads[#workloads + 1] = {
 workloads[#workloads + 1] = {
   name = "tables",
   what = "matrix multiply 90x90 + sieve to 300000 in a plugin, 6 events",
-  setup = function()
+  units = 6,
+  setup = function(events)
     local env, group = plugin("numeric", [[
       local function matrix(n, seed)
         local m = {}
@@ -455,7 +493,6 @@ workloads[#workloads + 1] = {
         local c = matmul(matrix(n, 3), matrix(n, 7), n)
         return c[n][n] + c[1][1] + sieve(limit)
       end ]])
-    local events = size(6)
     return {
       groups = { group },
       run = function(drive)
@@ -481,8 +518,9 @@ local thousand_memory
 
 workloads[#workloads + 1] = {
   name = "groups1000",
-  what = "1000 chunks, each its own group, each called 3 times per round (event)",
-  setup = function()
+  what = "1000 chunks, each its own group, each called 3 times per round (event), 360 rounds",
+  units = 360,
+  setup = function(rounds)
     local n = 1000
     collectgarbage("collect")
     local kb0 = collectgarbage("count")
@@ -521,7 +559,6 @@ workloads[#workloads + 1] = {
       bytes_before = info0.bytes, bytes_monitored = info1.bytes,
       bytes_after = perfmon.info().bytes, ngroups = info1.groups,
     }
-    local rounds = size(360)
     return {
       groups = groups,
       run = function(drive)
@@ -592,13 +629,60 @@ local function profiled(w, with_monitor)
   return t1 - t0, sum, p:results().samples
 end
 
-local function median(xs)
+-- The q-quantile of xs, interpolated between order statistics (q = 0.5 is
+-- the median: the mean of the middle two of an even count).
+local function quantile(xs, q)
   local s = table.move(xs, 1, #xs, 1, {})
   table.sort(s)
-  local m = #s // 2
-  if #s % 2 == 1 then return s[m + 1] end
-  return (s[m] + s[m + 1]) / 2
+  local h = (#s - 1) * q + 1
+  local lo = math.floor(h)
+  if lo >= #s then return s[#s] end
+  return s[lo] + (h - lo) * (s[lo + 1] - s[lo])
 end
+
+local function median(xs) return quantile(xs, 0.5) end
+
+-- Rounds for opts.reps full-size runs' worth of slices (factor slices a
+-- run), in whole pairs.
+local function rounds_for(factor)
+  return math.max(MIN_ROUNDS, 2 * math.ceil(opts.reps * factor / 2))
+end
+
+-- Runs `rounds` rounds, each timing every mode once back to back with
+-- time(mode): forward in odd rounds, reversed in even ones, so that over a
+-- pair of adjacent rounds every mode's mean position is the same.
+-- Returns times[mode][round].
+local function interleave(modes, rounds, time)
+  local times = {}
+  for _, m in ipairs(modes) do times[m] = {} end
+  for r = 1, rounds do
+    for i = 1, #modes do
+      local m = modes[r % 2 == 1 and i or #modes + 1 - i]
+      times[m][r] = time(m)
+    end
+  end
+  return times
+end
+
+-- Mode a's time over mode b's, one ratio per pair of adjacent rounds: the
+-- ratio of the pair's sums, which a speed drift linear over the pair scales
+-- alike.  (Per-round ratios would alternate between two biases, and their
+-- median could land anywhere between them.)
+local function pair_ratios(times, a, b)
+  local xs = {}
+  for r = 2, #times[a], 2 do
+    xs[#xs + 1] = (times[a][r - 1] + times[a][r]) / (times[b][r - 1] + times[b][r])
+  end
+  return xs
+end
+
+-- Median and quartiles of the per-pair ratios of a to b.
+local function paired(times, a, b)
+  local xs = pair_ratios(times, a, b)
+  return { median = median(xs), q1 = quantile(xs, 0.25), q3 = quantile(xs, 0.75), n = #xs }
+end
+
+local function best(xs) return math.min(table.unpack(xs)) end
 
 ----------------------------------------------------------------------------
 -- The machine line
@@ -643,8 +727,15 @@ print(("machine: %s, %d CPU(s), load %s | %s (headers %s) | clock %s%s | perfmon
   :format(model, ncpu, loadavg(), _VERSION, noophook.release, tostring(info.clock),
           info.path ~= nil and (" | path " .. tostring(info.path)) or "",
           git_state()))
-print(("run: %d repetitions per mode, interleaved, after a warm-up per mode; %s sizes; os.clock CPU time")
-  :format(opts.reps, opts.quick and "--quick (1/4)" or "full"))
+if opts.mode then
+  print(("run: %d full-size runs per workload in mode %s; %s sizes; os.clock CPU time")
+    :format(opts.reps, opts.mode, opts.quick and "--quick (1/4)" or "full"))
+else
+  print(("run: %d full-size runs' worth per mode, as slices of 1/%d in rounds of the modes back to back,")
+    :format(opts.reps, opts.slices))
+  print(("     order alternating, after a warm-up slice per mode; %s sizes; os.clock CPU time")
+    :format(opts.quick and "--quick (1/4)" or "full"))
+end
 print()
 
 ----------------------------------------------------------------------------
@@ -662,10 +753,10 @@ if opts.only then
   end
 end
 
-if opts.mode then -- one mode, for a profiler: no comparison, no tables
+if opts.mode then -- one mode, for a profiler: full-size runs, no tables
   for _, w in ipairs(workloads) do
     if not opts.only or opts.only[w.name] then
-      local inst = w.setup()
+      local inst = w.setup(size(w.units))
       for rep = 1, opts.reps do
         local t = opts.mode == "profiler" and profiled(inst, false) or run_mode(inst, opts.mode)
         print(("%s %s run %d: %.1f ms"):format(w.name, opts.mode, rep, t * 1000))
@@ -679,9 +770,15 @@ local results = {}
 local started = os.clock()
 for _, w in ipairs(workloads) do
   if not opts.only or opts.only[w.name] then
-    local inst = w.setup()
+    local full = size(w.units)
+    local slice = slice_size(full)
+    local inst = w.setup(slice)
     inst.name, inst.what = w.name, w.what
-    -- Warm-up: once per mode, untimed; checksums must agree.
+    -- A slice's time times factor is a full-size run's (factor is K unless
+    -- the unit of work is too big to cut that fine).
+    inst.factor = full / slice
+    inst.rounds = rounds_for(inst.factor)
+    -- Warm-up: a slice per mode, untimed; checksums must agree.
     local sums, check, check_t = {}, nil, nil
     for _, mode in ipairs(MODES) do
       local t, sum, d = run_mode(inst, mode, true)
@@ -694,23 +791,20 @@ for _, w in ipairs(workloads) do
           :format(w.name, tostring(sums[mode]), mode, tostring(sums.none)))
       end
     end
+    inst.sum = sums.none
     local charged, ticks = 0, 0
     for _, g in ipairs(inst.groups) do
       local st = check.groups[g.id]
       if st and st.cpu_us > 0 then charged = charged + 1 end
       if st then ticks = ticks + st.ticks end
     end
-    inst.check = ("%d/%d groups charged, %d ticks, process cpu_us %.0f ms (os.clock %.0f ms)")
+    inst.check = ("%d/%d groups charged, %d ticks, process cpu_us %.1f ms (os.clock %.1f ms)")
       :format(charged, #inst.groups, ticks, check.process.cpu_us / 1000, check_t * 1000)
-    local times = { none = {}, noop = {}, perfmon = {} }
-    for _ = 1, opts.reps do
-      for _, mode in ipairs(MODES) do
-        local t, sum = run_mode(inst, mode)
-        assert(sum == sums.none, "bench: checksum changed between runs")
-        table.insert(times[mode], t)
-      end
-    end
-    inst.times = times
+    inst.times = interleave(MODES, inst.rounds, function(mode)
+      local t, sum = run_mode(inst, mode)
+      assert(sum == inst.sum, "bench: checksum changed between runs")
+      return t
+    end)
     results[#results + 1] = inst
     io.stderr:write(("bench: %s done (%.0f s so far)\n"):format(w.name, os.clock() - started))
   end
@@ -718,36 +812,47 @@ end
 
 local function ms(t) return t * 1000 end
 
+local function iqr(q) return ("%.2f-%.2f"):format(q.q1, q.q3) end
+
 if #results > 0 then
-  print(("%-11s %9s %9s %9s  %8s %8s %8s  %6s  %9s"):format(
+  print(("%-11s %9s %9s %9s  %9s %9s %9s  %6s  %8s  %9s"):format(
     "workload", "none ms", "noop ms", "perfmon", "perf/noop", "perf/none", "noop/none", "spread",
-    "best p/n"))
+    "best p/n", "p/n IQR"))
   for _, r in ipairs(results) do
-    local m, best = {}, {}
+    local m, fastest = {}, {}
     local spread = 0
     for _, mode in ipairs(MODES) do
       local xs = r.times[mode]
-      m[mode] = median(xs)
-      local lo, hi = math.min(table.unpack(xs)), math.max(table.unpack(xs))
-      best[mode] = lo
-      spread = math.max(spread, (hi - lo) / m[mode])
+      m[mode], fastest[mode] = median(xs), best(xs)
+      spread = math.max(spread, (math.max(table.unpack(xs)) - fastest[mode]) / m[mode])
     end
     r.median = m
-    print(("%-11s %9.1f %9.1f %9.1f  %8.2f %8.2f %8.2f  %5.0f%%  %9.2f"):format(
-      r.name, ms(m.none), ms(m.noop), ms(m.perfmon),
-      m.perfmon / m.noop, m.perfmon / m.none, m.noop / m.none, spread * 100,
-      best.perfmon / best.noop))
+    r.pn = paired(r.times, "perfmon", "noop")
+    r.pz = paired(r.times, "perfmon", "none")
+    r.nz = paired(r.times, "noop", "none")
+    print(("%-11s %9.1f %9.1f %9.1f  %9.2f %9.2f %9.2f  %5.0f%%  %8.2f  %9s"):format(
+      r.name, ms(m.none * r.factor), ms(m.noop * r.factor), ms(m.perfmon * r.factor),
+      r.pn.median, r.pz.median, r.nz.median, spread * 100,
+      fastest.perfmon / fastest.noop, iqr(r.pn)))
   end
   print()
-  print("medians of CPU time per run; spread = largest (max - min) / median over the three modes;")
-  print("best p/n = fastest perfmon run / fastest noop run (what interference from other work inflates least)")
+  print("ms = median time of a slice x (full size / slice size): a full-size run's CPU time (os.clock);")
+  print("ratios = median over pairs of adjacent rounds (a round: none, noop, perfmon on a slice each,")
+  print("  back to back, reversed every other round) of the ratio of the pair's two-run sums;")
+  print("p/n IQR = 25th-75th percentile of those per-pair perf/noop ratios (their spread, not an error")
+  print("  bar of the median); spread = largest (max - min) / median of a mode's slice times, drift included;")
+  print("best p/n = fastest perfmon slice / fastest noop slice (what interference from other work inflates least)")
   for _, r in ipairs(results) do
-    print(("  %-11s %s; perfmon warm-up: %s"):format(r.name, r.what, r.check))
+    print(("  %-11s %s"):format(r.name, r.what))
+    print(("  %-11s %d rounds (%d pairs) of slices of 1/%.3g; perfmon warm-up (a slice): %s")
+      :format("", r.rounds, r.pn.n, r.factor, r.check))
     if r.calls then
-      local m = r.median
-      print(("  %-11s %d calls a run: %.1f ns/call no hook, +%.1f ns no-op hook, +%.1f ns perfmon")
-        :format("", r.calls, m.none / r.calls * 1e9, (m.noop - m.none) / r.calls * 1e9,
-                (m.perfmon - m.none) / r.calls * 1e9))
+      -- The increments come from the paired ratios, not from differences of
+      -- medians of separate series, which the drift dominates.
+      local ns = r.median.none / r.calls * 1e9
+      print(("  %-11s %d calls a full-size run: %.1f ns/call no hook, +%.1f ns no-op hook, +%.1f ns perfmon")
+        :format("", math.floor(r.calls * r.factor + 0.5), ns, ns * (r.nz.median - 1),
+                ns * (r.pz.median - 1)))
     end
   end
   print()
@@ -757,62 +862,72 @@ end
 -- The sampling profiler at 1 kHz on the editor workload
 ----------------------------------------------------------------------------
 
--- none and the profiler (perfmon.profiler, p:start(1000), no monitor),
--- interleaved like the table above; then the profiler under perfmon's
--- monitor, against perfmon alone.  "timer signal alone" is the floor under
--- both: the same 1 kHz SIGPROF timer with a handler that only reads the
--- thread's CPU clock, which on a virtual machine costs a few percent by
--- itself (each tick is a timer interrupt, a signal frame and a return).
+-- none, the profiler (perfmon.profiler, p:start(1000), no monitor), perfmon
+-- and the profiler under perfmon's monitor, on editor slices in paired
+-- rounds like the table above; the profiler is compared with none, the
+-- profiler under the monitor with perfmon alone.  "timer signal alone" is
+-- the floor under both: the same 1 kHz SIGPROF timer with a handler that
+-- only reads the thread's CPU clock, which on a virtual machine costs a few
+-- percent by itself (each tick is a timer interrupt, a signal frame and a
+-- return).
 local editor
 for _, r in ipairs(results) do
   if r.name == "editor" then editor = r end
 end
 if editor then
-  local sums
+  local function checked(t, sum)
+    assert(sum == editor.sum, "bench: checksum changed under the profiler")
+    return t
+  end
   -- The floor of any time-based sampler: the same timer and signal with a
   -- handler that only reads the thread's CPU clock (noophook.timer_start).
   local function floor(w)
-    if not noophook.timer_start then return 0 end
     collectgarbage("collect")
     noophook.timer_start(1000)
     local t0 = os.clock()
-    w.run(direct)
+    local sum = w.run(direct)
     local t1 = os.clock()
     noophook.timer_stop()
-    return t1 - t0
+    return t1 - t0, sum
   end
-  local t = { none = {}, profiler = {}, perfmon = {}, both = {}, floor = {} }
-  local periods = 0
+  local periods = {}
+  local time = {
+    none = function() return checked(run_mode(editor, "none")) end,
+    floor = function() return checked(floor(editor)) end,
+    profiler = function()
+      local t, sum, n = profiled(editor, false)
+      periods[#periods + 1] = n
+      return checked(t, sum)
+    end,
+    perfmon = function() return checked(run_mode(editor, "perfmon")) end,
+    both = function() return checked(profiled(editor, true)) end,
+  }
+  local modes = { "none", "floor", "profiler", "perfmon", "both" }
+  if not noophook.timer_start then table.remove(modes, 2) end
   profiled(editor, false) -- warm-up
-  for _ = 1, opts.reps do
-    local a = run_mode(editor, "none")
-    local b, sum, n = profiled(editor, false)
-    local c = run_mode(editor, "perfmon")
-    local d = profiled(editor, true)
-    sums = sums or sum
-    assert(sum == sums, "bench: checksum changed under the profiler")
-    table.insert(t.none, a)
-    table.insert(t.profiler, b)
-    table.insert(t.perfmon, c)
-    table.insert(t.both, d)
-    table.insert(t.floor, floor(editor))
-    periods = periods + n
-  end
-  local m = {}
-  local best = {}
-  for k, xs in pairs(t) do m[k], best[k] = median(xs), math.min(table.unpack(xs)) end
+  local t = interleave(modes, editor.rounds, function(mode) return time[mode]() end)
+  local m, fastest = {}, {}
+  for k, xs in pairs(t) do m[k], fastest[k] = median(xs), best(xs) end
   print("profiler at 1 kHz (perfmon.profiler, p:start(1000)), editor workload")
-  print(("%-22s %9s %9s  %8s  %8s"):format("mode", "ms", "vs", "ratio", "best"))
-  print(("%-22s %9.1f %9s  %8s  %8s"):format("none", ms(m.none), "", "", ""))
+  print(("%-22s %9s %9s  %8s  %9s  %8s"):format("mode", "ms", "vs", "ratio", "IQR", "best"))
+  print(("%-22s %9.1f"):format("none", ms(m.none * editor.factor)))
   local function row(name, k, base)
-    print(("%-22s %9.1f %9s  %8.3f  %8.3f"):format(name, ms(m[k]), base, m[k] / m[base], best[k] / best[base]))
+    local q = paired(t, k, base)
+    print(("%-22s %9.1f %9s  %8.3f  %9s  %8.3f"):format(name, ms(m[k] * editor.factor), base,
+      q.median, iqr(q), fastest[k] / fastest[base]))
   end
   if noophook.timer_start then row("timer signal alone", "floor", "none") end
   row("profiler", "profiler", "none")
   row("perfmon", "perfmon", "none")
   row("perfmon + profiler", "both", "perfmon")
-  print(("  %.0f sampling periods a run on average (%.0f ms of CPU per run: ~1 per ms)")
-    :format(periods / opts.reps, ms(m.profiler)))
+  local mean = 0
+  for _, n in ipairs(periods) do mean = mean + n / #periods end
+  print(("  %d rounds (%d pairs) of the %d modes on slices of 1/%.3g, order reversed every other round;")
+    :format(editor.rounds, editor.rounds // 2, #modes, editor.factor))
+  print("  ms = median slice x (full size / slice size); ratio = median over pairs of adjacent rounds of")
+  print("  the ratio of the pair's sums; IQR = 25th-75th percentile of those ratios; best = fastest / fastest")
+  print(("  %.0f sampling periods a full-size run on average (%.0f ms of CPU per run: ~1 per ms; ~%.0f a slice)")
+    :format(mean * editor.factor, ms(m.profiler * editor.factor), mean))
   print()
 end
 
