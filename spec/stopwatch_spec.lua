@@ -545,10 +545,10 @@ describe("perfmon stopwatch", function()
       assert.are.equal(n, d.process.ticks)
       -- A 30 µs event reaches no bucket, unless it really took a
       -- millisecond of CPU time: in a loaded virtual machine the thread's
-      -- CPU clock (and os.clock) can count a millisecond or more of time
-      -- the hypervisor took (under two CPU hogs, 1 to 3 in 20,000 events
-      -- took 1-4 ms by os.clock with the collector stopped, and perfmon's
-      -- histogram counted the same events).
+      -- CPU clock (and os.clock) can jump by a millisecond or more that was
+      -- not the program's work (under two CPU hogs, 1 to 3 in 20,000 such
+      -- events took 1-4 ms by os.clock with the collector stopped, and
+      -- perfmon's histogram counted as many).
       for _, s in ipairs{ st(d, A), d.process } do
         assert(s.durations[1] <= n / 100, ("%d of %d short events in durations[1]"):format(s.durations[1], n))
       end
