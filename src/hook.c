@@ -447,38 +447,47 @@ static PM_NOINLINE void enter (pm_Thread *t, const void *ci, const pm_Set *set,
   push(t, ci, set, parent);
 }
 
-/* The common cases, read from the frames (the fast path only): a call from
-** the top frame and the return of the top frame, in the same thread.  A
-** call that stays in its groups (a C function, or a Lua function of the
-** same set) is a push; one into another set also starts its stopwatches
-** (enter).  A frame's iter is only read when it owns stopwatches.
-** Everything else (a sample, a change of thread, a tail call, frames an
-** error unwound, a function not seen before, coroutine functions, a full
-** shadow stack) goes to on_event_slow. */
+/* A call from the top frame, on the fast path: a function that stays in
+** the caller's groups (a C function, or a Lua function of the same set)
+** is a push; one into another set also starts its stopwatches (enter).
+** A frame's iter is only read when it owns stopwatches.  Out of line, so
+** that a return, the other half of the events, needs no register saved. */
+static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
+  pm_Frame *top = &t->f[t->n - 1];
+  if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
+      top->ci == pm_frame_caller(ar->i_ci)) {
+    uintptr_t v = pm_map_get(&t->S->known, pm_frame_function(ar->i_ci));
+    /* top->set is never NULL, so a miss (0) never reads as "same set" */
+    if (v == PM_FN_C || v == (uintptr_t)top->set) {
+      top[1].ci = ar->i_ci;
+      top[1].set = top->set;
+      top[1].owned = 0;
+      t->n++;
+      return;
+    }
+    if (v != 0 && PM_TAG(v) == PM_FN_LUA) {
+      enter(t, ar->i_ci, PM_PTR(v), top->set);
+      return;
+    }
+  }
+  on_event_slow(L, ar, 1);
+}
+
+/* The common cases, read from the frames (the fast path only), in the
+** cached thread: the return of the top frame pops it, a call goes to
+** call_fast.  Everything else (a sample, a change of thread, a tail call,
+** frames an error unwound, a function not seen before, coroutine
+** functions, a full shadow stack) goes to on_event_slow. */
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   if (fast && cached(L) && t->n > 0) {
-    pm_Frame *top = &t->f[t->n - 1];
-    if (ar->event == LUA_HOOKRET) {
-      if (top->ci == ar->i_ci) {
-        pop(t);
-        return;
-      }
-    } else if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
-               top->ci == pm_frame_caller(ar->i_ci)) {
-      uintptr_t v = pm_map_get(&t->S->known, pm_frame_function(ar->i_ci));
-      /* top->set is never NULL, so a miss (0) never reads as "same set" */
-      if (v == PM_FN_C || v == (uintptr_t)top->set) {
-        top[1].ci = ar->i_ci;
-        top[1].set = top->set;
-        top[1].owned = 0;
-        t->n++;
-        return;
-      }
-      if (v != 0 && PM_TAG(v) == PM_FN_LUA) {
-        enter(t, ar->i_ci, PM_PTR(v), top->set);
-        return;
-      }
+    if (ar->event != LUA_HOOKRET) {
+      call_fast(L, ar, t);
+      return;
+    }
+    if (t->f[t->n - 1].ci == ar->i_ci) {
+      pop(t);
+      return;
     }
   }
   on_event_slow(L, ar, fast);
