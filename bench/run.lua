@@ -54,19 +54,13 @@ do
     local a = arg[i]
     if a == "--quick" then
       opts.quick = true
-    elseif a == "--reps" then
-      opts.reps = tonumber(arg[i + 1])
-      if not opts.reps or opts.reps < 1 or opts.reps % 1 ~= 0 then
-        io.stderr:write("bench: --reps needs a positive integer\n", USAGE, "\n")
+    elseif a == "--reps" or a == "--slices" then
+      local n = tonumber(arg[i + 1])
+      if not n or n < 1 or n % 1 ~= 0 then
+        io.stderr:write("bench: ", a, " needs a positive integer\n", USAGE, "\n")
         os.exit(2)
       end
-      i = i + 1
-    elseif a == "--slices" then
-      opts.slices = tonumber(arg[i + 1])
-      if not opts.slices or opts.slices < 1 or opts.slices % 1 ~= 0 then
-        io.stderr:write("bench: --slices needs a positive integer\n", USAGE, "\n")
-        os.exit(2)
-      end
+      opts[a:sub(3)] = n
       i = i + 1
     elseif a == "--only" and arg[i + 1] then
       opts.only = {}
