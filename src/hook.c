@@ -296,12 +296,17 @@ static void seed (pm_Thread *t, lua_State *L, int from) {
   }
 }
 
+/* The record of L, or NULL when perfmon has none yet. */
+static pm_Thread *record_of (pm_State *S, lua_State *L) {
+  uintptr_t v = pm_map_get(&S->known, pm_thread_key(L));
+  return v != 0 && PM_TAG(v) == PM_THREAD ? PM_PTR(v) : NULL;
+}
+
 /* The slow way to the record of L, made current (a coroutine switch).  It
 ** also catches a coroutine that inherited the hook but runs after
 ** monitoring ended. */
 static pm_Thread *thread_find (lua_State *L, int from) {
   pm_State *S = pm_state_get(L);
-  uintptr_t v;
   pm_Thread *t;
   if (S == NULL || S->monitors == 0) {
     if (S != NULL)
@@ -310,12 +315,8 @@ static pm_Thread *thread_find (lua_State *L, int from) {
       lua_sethook(L, NULL, 0, 0);
     return NULL;
   }
-  v = pm_map_get(&S->known, pm_thread_key(L));
-  if (v != 0 && PM_TAG(v) == PM_THREAD) {
-    t = PM_PTR(v);
-  } else if ((t = thread_new(S, L)) != NULL) {
+  if ((t = record_of(S, L)) == NULL && (t = thread_new(S, L)) != NULL)
     seed(t, L, from);
-  }
   if (t != NULL) {
     last.L = L;
     last.t = t;
@@ -583,11 +584,6 @@ static void lose (pm_State *S, pm_Thread *t) {
   S->hook_lost = 1;
   if (t != NULL)
     unwind(t, 0);
-}
-
-static pm_Thread *record_of (pm_State *S, lua_State *L) {
-  uintptr_t v = pm_map_get(&S->known, pm_thread_key(L));
-  return v != 0 && PM_TAG(v) == PM_THREAD ? PM_PTR(v) : NULL;
 }
 
 /* must: the thread always has perfmon's hook while monitors are open (the
