@@ -3,10 +3,17 @@
 */
 #include "map.h"
 
-static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
+/* The slot holding key, or the free slot where its probe ends (m has
+** room: its load stays under 1/2). */
+static size_t find (const pm_Map *m, const void *key) {
   size_t i = pm_map_slot(m, key);
-  while (m->e[i].key != NULL)
+  while (m->e[i].key != NULL && m->e[i].key != key)
     i = (i + 1) & m->mask;
+  return i;
+}
+
+static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
+  size_t i = find(m, key);
   m->e[i].key = key;
   m->e[i].val = val;
   m->count++;
@@ -43,13 +50,12 @@ static int grow (pm_Map *m, lua_Alloc f, void *ud) {
 
 int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
                 void *ud) {
-  size_t i;
   if (m->count > 0) {
-    for (i = pm_map_slot(m, key); m->e[i].key != NULL; i = (i + 1) & m->mask)
-      if (m->e[i].key == key) {
-        m->e[i].val = val;
-        return 1;
-      }
+    size_t i = find(m, key);
+    if (m->e[i].key == key) {
+      m->e[i].val = val;
+      return 1;
+    }
   }
   /* keep the load under 1/2 so that probes stay short */
   if (m->e == NULL || (m->count + 1) * 2 > m->mask + 1)
@@ -80,15 +86,15 @@ static void remove_at (pm_Map *m, size_t i) {
 
 uintptr_t pm_map_del (pm_Map *m, const void *key) {
   size_t i;
+  uintptr_t v;
   if (m->count == 0)
     return 0;
-  for (i = pm_map_slot(m, key); m->e[i].key != NULL; i = (i + 1) & m->mask)
-    if (m->e[i].key == key) {
-      uintptr_t v = m->e[i].val;
-      remove_at(m, i);
-      return v;
-    }
-  return 0;
+  i = find(m, key);
+  if (m->e[i].key != key)
+    return 0;
+  v = m->e[i].val;
+  remove_at(m, i);
+  return v;
 }
 
 void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
