@@ -603,18 +603,9 @@ static void handle (lua_State *L, const Input *in) {
   }
 }
 
-/* Calls method `name` of the object in registry slot `ref` with no
-** arguments, and leaves its one result on the stack. */
-static void call_method (lua_State *L, int ref, const char *name) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-  lua_getfield(L, -1, name);
-  lua_insert(L, -2);
-  lua_call(L, 1, 1);
-}
-
 static int replay (lua_State *L) {
   int i;
-  call_method(L, H.monitor_ref, "snapshot");
+  snap_call_method(L, H.monitor_ref, "snapshot");
   H.before_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   for (i = 0; i < H.ninputs; i++) {
     snprintf(H.when_buf, sizeof(H.when_buf), "input %d/%d", i + 1, H.ninputs);
@@ -710,26 +701,17 @@ static int setup (lua_State *L) {
 
 static int report (lua_State *L) {
   int d, i;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H.before_ref);
-  call_method(L, H.monitor_ref, "snapshot");
-  lua_getfield(L, -1, "subtract");
-  lua_insert(L, -2);
-  lua_pushvalue(L, -3);
-  lua_call(L, 2, 1); /* before d */
-  d = lua_gettop(L);
+  d = snap_since(L, H.monitor_ref, H.before_ref);
   H.time_us = snap_int_field(L, d, "time");
   lua_getfield(L, d, "process");
   snap_read_stats(L, &H.process);
   lua_getfield(L, d, "groups");
-  for (i = 0; i < H.nplugins; i++) {
-    if (lua_rawgeti(L, -1, H.plugins[i].id) != LUA_TTABLE)
-      luaL_error(L, "snapshot: no group %d", H.plugins[i].id);
-    snap_read_stats(L, &H.plugins[i].pm);
-  }
+  for (i = 0; i < H.nplugins; i++)
+    snap_read_group(L, H.plugins[i].id, &H.plugins[i].pm);
   lua_settop(L, d - 2);
   /* pw:close(); mon:close() */
-  call_method(L, H.pw_ref, "close");
-  call_method(L, H.monitor_ref, "close");
+  snap_call_method(L, H.pw_ref, "close");
+  snap_call_method(L, H.monitor_ref, "close");
   lua_pop(L, 2);
   return 0;
 }

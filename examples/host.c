@@ -404,15 +404,6 @@ static void load_plugin (lua_State *L, Plugin *p) {
   lua_settop(L, group - 2);
 }
 
-/* Calls method `name` of the object in registry slot `ref`, with no
-** arguments, and leaves its one result on the stack. */
-static void call_method (lua_State *L, int ref, const char *name) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-  lua_getfield(L, -1, name);
-  lua_insert(L, -2);
-  lua_call(L, 1, 1);
-}
-
 static int setup (lua_State *L) {
   int i;
   /* require("perfmon") must find lua/perfmon/init.lua, and the C core
@@ -451,7 +442,7 @@ static int setup (lua_State *L) {
 
 /* before = mon:snapshot() */
 static int snapshot_before (lua_State *L) {
-  call_method(L, H.monitor_ref, "snapshot");
+  snap_call_method(L, H.monitor_ref, "snapshot");
   H.before_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
 }
@@ -466,22 +457,13 @@ static int snapshot_before (lua_State *L) {
 
 static int report (lua_State *L) {
   int d, i;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H.before_ref);
-  call_method(L, H.monitor_ref, "snapshot");
-  lua_getfield(L, -1, "subtract");
-  lua_insert(L, -2);
-  lua_pushvalue(L, -3);
-  lua_call(L, 2, 1);
-  d = lua_gettop(L);
+  d = snap_since(L, H.monitor_ref, H.before_ref);
   lua_getfield(L, d, "process");
   snap_read_stats(L, &H.process);
   lua_getfield(L, d, "groups");
-  for (i = 0; i < NPLUGINS; i++) {
-    if (lua_rawgeti(L, -1, H.plugins[i].id) != LUA_TTABLE)
-      luaL_error(L, "snapshot: no group %d", H.plugins[i].id);
-    snap_read_stats(L, &H.plugins[i].pm);
-  }
-  call_method(L, H.monitor_ref, "close");
+  for (i = 0; i < NPLUGINS; i++)
+    snap_read_group(L, H.plugins[i].id, &H.plugins[i].pm);
+  snap_call_method(L, H.monitor_ref, "close");
   return 0;
 }
 

@@ -37,3 +37,26 @@ void snap_read_stats (lua_State *L, SnapStats *st) {
   }
   lua_settop(L, t - 1);
 }
+
+void snap_read_group (lua_State *L, int id, SnapStats *st) {
+  if (lua_rawgeti(L, -1, id) != LUA_TTABLE)
+    luaL_error(L, "snapshot: no group %d", id);
+  snap_read_stats(L, st);
+}
+
+void snap_call_method (lua_State *L, int ref, const char *name) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  lua_getfield(L, -1, name);
+  lua_insert(L, -2);
+  lua_call(L, 1, 1);
+}
+
+int snap_since (lua_State *L, int monitor_ref, int before_ref) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, before_ref);
+  snap_call_method(L, monitor_ref, "snapshot");
+  lua_getfield(L, -1, "subtract");
+  lua_insert(L, -2);
+  lua_pushvalue(L, -3);
+  lua_call(L, 2, 1); /* before d */
+  return lua_gettop(L);
+}
