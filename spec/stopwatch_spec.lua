@@ -695,6 +695,27 @@ describe("perfmon stopwatch", function()
         "A: charged " .. fmt(cpu(d1, A)) .. " of CPU for 5 ms of spinning and a sleep")
       assert_near(cpu(d2, B), 20 * MS, "B (20 ms of CPU; the host blocked in the same event)")
     end)
+
+    -- The cycle counter runs while the thread is off the CPU (preempted by
+    -- another process, or waiting in a call nobody marked).  Sleeping
+    -- unmarked is that, on demand: with one CPU clock read per event, B's
+    -- 10 ms would get a third of the event's CPU time for its third of the
+    -- cycles.
+    it("gives a group its own CPU time when the thread is off the CPU around it", function()
+      local _, _, B, b = blocking_plugins()
+      local mon <close> = monitor()
+      local w0 = perfmon.info().windows
+      local d, elapsed = measure(mon, function()
+        perfmon.event(function()
+          os.execute("sleep 0.03")
+          b.run(10)
+          os.execute("sleep 0.03")
+        end)
+      end)
+      assert_near(cpu(d, B), 10 * MS, "B (10 ms of CPU between two unmarked sleeps)")
+      assert_near(d.process.cpu_us, elapsed, "process")
+      assert(perfmon.info().windows - w0 >= 3, "B's run did not end a CPU-time window")
+    end)
   end)
 
   ---------------------------------------------------------------------------

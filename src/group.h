@@ -19,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "clock.h"
+
 #define PM_DURATIONS 10 /* durations[k] counts runs >= 2^(k-1) ms */
 #define PM_SET_MAX 32 /* groups in one set: the width of Frame.owned */
 #define PM_ENV_GROUPS 31 /* groups on one environment (+ its chunk group) */
@@ -49,7 +51,9 @@ typedef struct pm_Group {
   uint64_t recent_ticks;
   uint64_t touched_period;
   struct pm_Group *next_touched;
-  uint64_t window_cycles; /* committed to the window, not yet renormalised */
+  uint64_t window_cycles; /* charged in the open window, not yet renormalised */
+  uint64_t open_cycles; /* the part of those charged in this period */
+  pm_CpuTime period_time; /* of this period, from windows closed in it */
   uint64_t in_window; /* the window it is listed in */
   struct pm_Group *next_windowed;
   pm_Stats total;

@@ -81,7 +81,9 @@ struct pm_State {
   pm_CpuTime window_time; /* the thread's CPU time then */
   const void *window_thread; /* the OS thread whose clock that was */
   pm_Group *windowed; /* groups with cycles in this window */
+  uint64_t window_limit; /* cycles: a group change ends an older window */
   double cpu_per_cycle; /* µs of CPU per busy cycle, last window */
+  pm_CpuTime period_time; /* of this period, from windows closed in it */
   double cycles_per_us; /* the counter's rate; 0 until measured */
   uint64_t rate_cycles; /* where the rate is measured from */
   double rate_wall;

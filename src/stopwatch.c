@@ -1,5 +1,5 @@
 /*
-** stopwatch.c -- iterations, stopwatches, periods and commits.
+** stopwatch.c -- iterations, stopwatches, windows, periods and commits.
 */
 #include "stopwatch.h"
 
@@ -7,6 +7,165 @@
 #include "perfmon.h"
 
 #define HAS(S, p) (((S)->probes & PM_BIT(p)) != 0)
+
+static const pm_CpuTime none = {0, 0, 0};
+
+/*
+** {======================================================
+** Cycles
+** =======================================================
+*/
+
+static uint64_t read_cycles (pm_State *S, uint32_t *cpu) {
+  *cpu = PM_CPU_UNKNOWN;
+  return HAS(S, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
+}
+
+/* Cycles from since to now less those spent blocked since blocked0 (off the
+** CPU: counting them would inflate the share of whoever was waiting), or
+** UINT64_MAX when the counter went backwards. */
+static uint64_t busy_cycles (pm_State *S, uint64_t now, uint64_t since,
+                             uint64_t blocked0) {
+  uint64_t blocked = S->blocked_cycles - blocked0;
+  return now >= since + blocked ? now - since - blocked : UINT64_MAX;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Windows
+** =======================================================
+*/
+
+/* A window is the span between two reads of the thread's CPU clock, which
+** turn the cycles of the groups that ran in it into CPU time: each group
+** gets its share of the window's cycles applied to the window's CPU time.
+** Cycles count wall time, so a window in which the thread was preempted
+** gives the lost time to whoever ran then, in proportion to their cycles;
+** the shorter the mix of groups a window holds, the less that can skew.
+** So a window ends at the first group change (a stopwatch started or
+** stopped) after it is PM_WINDOW_US old, and a group that runs for long
+** alone has windows of its own.  The read is a system call of about a
+** microsecond, so a window may not be shorter: at an event boundary the
+** window stays open while it is younger than that, and the events in it
+** keep their cycles until the next read.  Totals stay exact.  What a short
+** event cannot know at its end is its own CPU time, and it needs none: an
+** event that short reaches no histogram bucket (the first is 1 ms), and as
+** the limit is kept under the watcher's jank threshold it raises no jank
+** alert.  Snapshots, the end of monitoring, quiet regions and probe
+** changes close the window exactly. */
+#define PM_WINDOW_US 250.0
+
+static double window_limit_us (pm_State *S) {
+  if (S->watching && S->jank_threshold > 0 && S->jank_threshold < PM_WINDOW_US)
+    return S->jank_threshold;
+  return PM_WINDOW_US;
+}
+
+/* Whether the window may stay open at now: the counter's rate is known,
+** the window is younger than the limit, and it began on this OS thread (a
+** CPU clock read on another thread measures that one). */
+static int window_young (pm_State *S, uint64_t now) {
+  return S->cycles_per_us > 0 && now >= S->window_cycles &&
+         (double)(now - S->window_cycles) <
+             window_limit_us(S) * S->cycles_per_us &&
+         S->window_thread == pm_os_thread();
+}
+
+/* Lists g in the window and adds d cycles to its share. */
+static void window_add (pm_State *S, pm_Group *g, uint64_t d) {
+  if (g->in_window != S->window) {
+    g->in_window = S->window;
+    g->next_windowed = S->windowed;
+    S->windowed = g;
+  }
+  g->window_cycles += d;
+  g->open_cycles += d;
+}
+
+/* The age in cycles at which a group change ends the window: never
+** without cycles (no jank probe), at once until the counter's rate is
+** known. */
+static void window_set_limit (pm_State *S) {
+  S->window_limit = HAS(S, PM_PROBE_JANK)
+                        ? (uint64_t)(window_limit_us(S) * S->cycles_per_us)
+                        : UINT64_MAX;
+}
+
+/* Measures the counter's rate since monitoring began, for window_young;
+** once a millisecond has passed, at each window's end. */
+static void measure_rate (pm_State *S, uint64_t now) {
+  double wall = pm_wall_us();
+  if (wall - S->rate_wall >= 1000.0 && now > S->rate_cycles)
+    S->cycles_per_us = (double)(now - S->rate_cycles) / (wall - S->rate_wall);
+  window_set_limit(S);
+}
+
+/* The part (0..1) of the window's busy cycles that fell in the current
+** period: all of them unless the window was left open at its last commit. */
+static double window_in_period (pm_State *S, uint64_t now, uint64_t cycles) {
+  uint64_t c;
+  if (S->window_cycles >= S->period_cycles)
+    return 1;
+  c = busy_cycles(S, now, S->period_cycles, S->period_blocked);
+  return c == UINT64_MAX ? 0 : c < cycles ? (double)c / (double)cycles : 1;
+}
+
+/* Adds the part share of t to the totals st. */
+static void credit (pm_Stats *st, const pm_CpuTime *t, double share) {
+  st->user_us += share * t->user_us;
+  st->system_us += share * t->system_us;
+  st->cpu_us += share * t->cpu_us;
+}
+
+/* Adds the part share of t to the time of a period. */
+static void hold (pm_CpuTime *p, const pm_CpuTime *t, double share) {
+  p->user_us += share * t->user_us;
+  p->system_us += share * t->system_us;
+  p->cpu_us += share * t->cpu_us;
+}
+
+/* Ends the window at now: reads the thread's CPU time and gives each group
+** its share of the window's cycles applied to it.  The share of cycles run
+** in earlier periods goes to the totals; that of this period is held until
+** its commit, so that a snapshot inside an event leaves the event out.  A
+** share above 100% (counter reset, unsynchronised CPUs) is discarded. */
+static void window_close (pm_State *S, uint64_t now) {
+  pm_CpuTime now_time, dt;
+  uint64_t cycles = busy_cycles(S, now, S->window_cycles, S->window_blocked);
+  pm_Group *g = S->windowed, *next;
+  pm_cputime(&now_time);
+  pm_cputime_delta(&S->window_time, &now_time, &dt);
+  if (cycles == UINT64_MAX)
+    cycles = 0; /* the counter went backwards: discard the window */
+  for (; g != NULL; g = next) {
+    next = g->next_windowed;
+    if (cycles > 0 && g->window_cycles <= cycles) {
+      credit(&g->total, &dt,
+             (double)(g->window_cycles - g->open_cycles) / (double)cycles);
+      hold(&g->period_time, &dt, (double)g->open_cycles / (double)cycles);
+    }
+    g->window_cycles = 0;
+    g->open_cycles = 0;
+  }
+  if (HAS(S, PM_PROBE_JANK)) {
+    double part = cycles > 0 ? window_in_period(S, now, cycles) : 1;
+    credit(&S->process, &dt, 1 - part);
+    hold(&S->period_time, &dt, part);
+    if (cycles > 0)
+      S->cpu_per_cycle = dt.cpu_us / (double)cycles;
+    measure_rate(S, now);
+  }
+  S->windowed = NULL;
+  S->window++;
+  S->window_cycles = now;
+  S->window_blocked = S->blocked_cycles;
+  S->window_time = now_time;
+  S->window_thread = pm_os_thread();
+}
+
+/* }====================================================== */
 
 /*
 ** {======================================================
@@ -31,27 +190,37 @@ static void start (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   touch(S, g);
 }
 
-/* Cycles from since to now less those spent blocked since blocked0 (off the
-** CPU: counting them would inflate the share of whoever was waiting), or
-** UINT64_MAX when the counter went backwards. */
-static uint64_t busy_cycles (pm_State *S, uint64_t now, uint64_t since,
-                             uint64_t blocked0) {
-  uint64_t blocked = S->blocked_cycles - blocked0;
-  return now >= since + blocked ? now - since - blocked : UINT64_MAX;
-}
-
-/* Adds the running measure of g up to now to its recent counters.  A
-** measure that went backwards or moved to another CPU is discarded. */
+/* Adds the running measure of g up to now to its period and its window.
+** A measure that went backwards or moved to another CPU is discarded; in a
+** quiet region (listeners run) it joins no window. */
 static void charge (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   uint64_t d = busy_cycles(S, now, g->start_cycles, g->start_blocked);
-  if (d != UINT64_MAX && cpu == g->start_cpu)
+  if (d != UINT64_MAX && cpu == g->start_cpu) {
     g->recent_cycles += d;
+    if (!S->quiet && HAS(S, PM_PROBE_JANK))
+      window_add(S, g, d);
+  }
   g->recent_blocking += S->blocking_total - g->start_blocking;
 }
 
-static uint64_t read_cycles (pm_State *S, uint32_t *cpu) {
-  *cpu = PM_CPU_UNKNOWN;
-  return HAS(S, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
+/* Charges every running stopwatch up to now and restarts it there. */
+static void split (pm_State *S, uint64_t now, uint32_t cpu) {
+  pm_Group *g;
+  for (g = S->touched; g != NULL; g = g->next_touched)
+    if (g->owner_iter == S->iter) {
+      charge(S, g, now, cpu);
+      start(S, g, now, cpu);
+    }
+}
+
+/* A group change in a window past its limit ends the window there. */
+static void window_cut (pm_State *S, uint64_t now, uint32_t cpu) {
+  split(S, now, cpu);
+  window_close(S, now);
+}
+
+static int window_due (pm_State *S, uint64_t now) {
+  return now - S->window_cycles >= S->window_limit;
 }
 
 uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s) {
@@ -64,6 +233,8 @@ uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s) {
   if (owned == 0)
     return 0;
   now = read_cycles(S, &cpu);
+  if (window_due(S, now))
+    window_cut(S, now, cpu);
   for (i = 0; i < s->n; i++)
     if (owned & (1u << i)) {
       start(S, s->g[i], now, cpu);
@@ -80,6 +251,8 @@ void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
   if (iter != S->iter)
     return; /* cancelled: a nested loop or an event boundary came between */
   now = read_cycles(S, &cpu);
+  if (window_due(S, now))
+    window_cut(S, now, cpu);
   for (i = 0; i < s->n; i++)
     if ((owned & (1u << i)) && s->g[i]->owner_iter == iter) {
       charge(S, s->g[i], now, cpu);
@@ -91,26 +264,17 @@ void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
 
 /*
 ** {======================================================
-** Periods, windows and commits
+** Periods and commits
 ** =======================================================
 */
 
 enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT };
 
 /* A period is the span between two commits (event boundaries): what each
-** group did in an event is committed at its end.  A window is the span
-** between two reads of the thread's CPU clock, which turn the cycles of
-** the groups that ran in it into CPU time.  That read is a system call of
-** about a microsecond, as long as a short event itself, so at an event
-** boundary the window stays open while it is younger than PM_WINDOW_US:
-** the events in it keep their cycles, and the next read gives each group
-** its share of the whole window.  Totals stay exact.  What a short event
-** cannot know at its end is its own CPU time, and it needs none: an event
-** that short reaches no histogram bucket (the first is 1 ms), and as the
-** limit is kept under the watcher's jank threshold it raises no jank
-** alert.  Snapshots, the end of monitoring, quiet regions and probe
-** changes close the window (COMMIT_EXACT). */
-#define PM_WINDOW_US 250.0
+** group did in an event is committed at its end.  Its CPU time is what the
+** windows closed in it gave it, plus, for the part in a window left open,
+** an estimate at the last window's rate, capped at the wall time: that part
+** is short, so the estimate only ever decides that it is short. */
 
 static void histogram (pm_Stats *st, double cpu_us) {
   double ms = cpu_us / 1000.0, bound = 1.0;
@@ -119,78 +283,13 @@ static void histogram (pm_Stats *st, double cpu_us) {
     st->durations[k]++;
 }
 
-/* Whether the window may stay open at now: the counter's rate is known,
-** the window is younger than the limit, and it began on this OS thread (a
-** CPU clock read on another thread measures that one). */
-static int window_young (pm_State *S, uint64_t now) {
-  double limit = PM_WINDOW_US;
-  if (S->watching && S->jank_threshold > 0 && S->jank_threshold < limit)
-    limit = S->jank_threshold;
-  return S->cycles_per_us > 0 && now >= S->window_cycles &&
-         (double)(now - S->window_cycles) < limit * S->cycles_per_us &&
-         S->window_thread == pm_os_thread();
-}
-
-/* Lists g in the window with the cycles it ran in the period. */
-static void window_add (pm_State *S, pm_Group *g) {
-  if (g->in_window != S->window) {
-    g->in_window = S->window;
-    g->next_windowed = S->windowed;
-    S->windowed = g;
-  }
-  g->window_cycles += g->recent_cycles;
-}
-
-/* Measures the counter's rate since monitoring began, for window_young;
-** once a millisecond has passed, at each window's end. */
-static void measure_rate (pm_State *S, uint64_t now) {
-  double wall = pm_wall_us();
-  if (wall - S->rate_wall >= 1000.0 && now > S->rate_cycles)
-    S->cycles_per_us = (double)(now - S->rate_cycles) / (wall - S->rate_wall);
-}
-
-/* Ends the window at now: reads the thread's CPU time and gives each group
-** its share of the window's cycles applied to it.  A share above 100%
-** (counter reset, unsynchronised CPUs) is discarded. */
-static void window_close (pm_State *S, uint64_t now) {
-  pm_CpuTime now_time, dt;
-  uint64_t cycles = busy_cycles(S, now, S->window_cycles, S->window_blocked);
-  pm_Group *g = S->windowed, *next;
-  pm_cputime(&now_time);
-  pm_cputime_delta(&S->window_time, &now_time, &dt);
-  if (cycles == UINT64_MAX)
-    cycles = 0; /* the counter went backwards: discard the window */
-  for (; g != NULL; g = next) {
-    next = g->next_windowed;
-    if (cycles > 0 && g->window_cycles <= cycles) {
-      double share = (double)g->window_cycles / (double)cycles;
-      g->total.user_us += share * dt.user_us;
-      g->total.system_us += share * dt.system_us;
-      g->total.cpu_us += share * dt.cpu_us;
-    }
-    g->window_cycles = 0;
-  }
-  if (HAS(S, PM_PROBE_JANK)) {
-    S->process.user_us += dt.user_us;
-    S->process.system_us += dt.system_us;
-    S->process.cpu_us += dt.cpu_us;
-    if (cycles > 0)
-      S->cpu_per_cycle = dt.cpu_us / (double)cycles;
-    measure_rate(S, now);
-  }
-  S->windowed = NULL;
-  S->window++;
-  S->window_cycles = now;
-  S->window_blocked = S->blocked_cycles;
-  S->window_time = now_time;
-  S->window_thread = pm_os_thread();
-}
-
 /* What a group did in the period ending: ticks, blocking time, and for an
 ** event its histogram entry and the watcher's check.  cpu_us: its CPU
 ** time in the period.  In a quiet region (listeners run) it is dropped. */
 static void commit_group (pm_State *S, pm_Group *g, double cpu_us,
                           int is_event) {
+  credit(&g->total, &g->period_time, 1);
+  g->period_time = none;
   if (!S->quiet) {
     g->total.blocking_us += g->recent_blocking;
     g->total.ticks += g->recent_ticks;
@@ -203,42 +302,47 @@ static void commit_group (pm_State *S, pm_Group *g, double cpu_us,
   g->recent_cycles = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
+  g->open_cycles = 0; /* they stay in the window, for the totals */
 }
 
 /* Ends the current period.  Stopwatches still running are split at this
-** instant: the part so far is committed, the rest goes to the next period.
-** The CPU time of a period in a window left open is estimated with the
-** last window's rate, capped at its wall time: it is short, so this only
-** ever decides that it is short. */
+** instant: the part so far is committed, the rest goes to the next period. */
 static void commit (pm_State *S, int kind) {
   uint32_t cpu;
   uint64_t now = read_cycles(S, &cpu);
   uint64_t cycles = busy_cycles(S, now, S->period_cycles, S->period_blocked);
-  int exact = kind == COMMIT_EXACT || !window_young(S, now);
+  uint64_t open;
   int is_event = kind == COMMIT_EVENT;
   double per_cycle;
   pm_Group *g, *next;
-  for (g = S->touched; g != NULL; g = g->next_touched) {
+  for (g = S->touched; g != NULL; g = g->next_touched)
     if (g->owner_iter == S->iter)
       charge(S, g, now, cpu);
-    if (!S->quiet && HAS(S, PM_PROBE_JANK))
-      window_add(S, g);
-  }
-  if (exact)
+  if (kind == COMMIT_EXACT || !window_young(S, now))
     window_close(S, now);
   per_cycle = S->cpu_per_cycle;
-  if (!exact && per_cycle * S->cycles_per_us > 1)
+  if (per_cycle * S->cycles_per_us > 1)
     per_cycle = 1 / S->cycles_per_us;
+  /* the period's busy cycles in the window still open (none if just closed) */
+  open = S->window_cycles >= S->period_cycles
+             ? busy_cycles(S, now, S->window_cycles, S->window_blocked)
+             : cycles;
+  if (open == UINT64_MAX)
+    open = 0;
   if (is_event && HAS(S, PM_PROBE_JANK) && cycles != UINT64_MAX)
-    histogram(&S->process, (double)cycles * per_cycle);
+    histogram(&S->process, S->period_time.cpu_us + (double)open * per_cycle);
   if (is_event && HAS(S, PM_PROBE_TICKS))
     S->process.ticks++; /* the process is entered once per event */
   g = S->touched;
   S->touched = NULL;
   S->period++;
+  credit(&S->process, &S->period_time, 1);
+  S->period_time = none;
   for (; g != NULL; g = next) { /* a running stopwatch joins the new list */
     next = g->next_touched;
-    commit_group(S, g, (double)g->recent_cycles * per_cycle, is_event);
+    commit_group(S, g,
+                 g->period_time.cpu_us + (double)g->open_cycles * per_cycle,
+                 is_event);
     if (g->owner_iter == S->iter)
       start(S, g, now, cpu);
   }
@@ -255,6 +359,7 @@ static void restart (pm_State *S) {
   pm_cputime(&S->window_time);
   S->window_thread = pm_os_thread();
   S->rate_wall = pm_wall_us();
+  window_set_limit(S);
 }
 
 void pm_sw_start (pm_State *S) {

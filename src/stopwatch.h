@@ -10,10 +10,12 @@
 **
 ** Cycles accumulate per group over a period, the span between two commits
 ** (each event's begin and end, a snapshot taken outside events).  The
-** thread's CPU time is read at the end of a window, which spans one or more
-** periods (several when events are shorter than PM_WINDOW_US), and turns
-** each group's share of the window's cycles into user, system and CPU
-** microseconds.
+** thread's CPU time is read at the end of a window, which turns each
+** group's share of the window's cycles into user, system and CPU
+** microseconds.  A window ends at the first change of group once it is
+** PM_WINDOW_US old, and at commits, except that an event boundary leaves a
+** younger window open: time off the CPU stays with the groups that ran
+** around it, and short events share one clock read.
 */
 #ifndef PM_STOPWATCH_H
 #define PM_STOPWATCH_H
