@@ -21,38 +21,47 @@
 
 #include <lua.h>
 
+/* The module is built with hidden symbols (CMakeLists.txt): only what this
+** header declares is exported, and calls between perfmon's own files go
+** direct, not through the PLT. */
+#if defined(__GNUC__)
+#define PERFMON_API __attribute__((visibility("default")))
+#else
+#define PERFMON_API
+#endif
+
 #define PERFMON_OK 0
 #define PERFMON_ENOTLOADED (-1) /* perfmon was never loaded in this state */
 #define PERFMON_EMISUSE (-2) /* end without begin, begin inside an event */
 
 /* Opens the C core; require("perfmon") calls it through package.cpath. */
-LUAMOD_API int luaopen_perfmon_core (lua_State *L);
+LUAMOD_API PERFMON_API int luaopen_perfmon_core (lua_State *L);
 
 /* One iteration of the host's event loop.  Time between the two calls is
 ** committed to the groups that ran, with their jank histograms. */
-int perfmon_event_begin (lua_State *L);
-int perfmon_event_end (lua_State *L);
+PERFMON_API int perfmon_event_begin (lua_State *L);
+PERFMON_API int perfmon_event_end (lua_State *L);
 
 /* A nested event loop: every measure under way in the outer iteration is
 ** cancelled, so the code that spun the loop is not charged for it. */
-int perfmon_nested_enter (lua_State *L);
-int perfmon_nested_leave (lua_State *L);
+PERFMON_API int perfmon_nested_enter (lua_State *L);
+PERFMON_API int perfmon_nested_leave (lua_State *L);
 
 /* A blocking call: its wall time is charged as blocking_us to the groups
 ** running around it.  Nested pairs count once. */
-int perfmon_blocking_begin (lua_State *L);
-int perfmon_blocking_end (lua_State *L);
+PERFMON_API int perfmon_blocking_begin (lua_State *L);
+PERFMON_API int perfmon_blocking_end (lua_State *L);
 
 /* What makes jank visible to the user, for the watcher's alerts: input
 ** (a keystroke, a click) just arrived; an animation starts (on != 0) or
 ** stops.  Jank in an event during an animation, or within the watcher's
 ** input window after input, is reported as visible. */
-int perfmon_user_input (lua_State *L);
+PERFMON_API int perfmon_user_input (lua_State *L);
 /* The host is idle: delivers the watcher's alerts whose buffering delay has
 ** passed (require("perfmon.watcher").poll()).  *next_ms (if not NULL) gets
 ** the ms until more are due, or -1 when nothing waits: the timeout of the
 ** host's next wait. */
-int perfmon_poll (lua_State *L, double *next_ms);
-int perfmon_animation (lua_State *L, int on);
+PERFMON_API int perfmon_poll (lua_State *L, double *next_ms);
+PERFMON_API int perfmon_animation (lua_State *L, int on);
 
 #endif
