@@ -818,6 +818,44 @@ describe("perfmon API", function()
       assert.equals(3, m:snapshot():subtract(s0).process.ticks)
     end)
 
+    it("the brackets run fn across a yield and return its results when resumed", function()
+      local m <close> = perfmon.monitor{ "ticks" }
+      local s0 = m:snapshot()
+      for _, bracket in ipairs{ perfmon.event, perfmon.nested_loop, perfmon.blocking } do
+        local co = coroutine.wrap(function(a)
+          return bracket(function(x)
+            local y, z = coroutine.yield(x + 1)
+            return x, y, z
+          end, a)
+        end)
+        assert.equals(11, co(10))              -- suspended inside the bracket
+        local r = table.pack(co("y", nil))     -- resumed: fn returns through it
+        assert.same({ n = 3, 10, "y", nil }, r)
+      end
+      -- each bracket was closed: no event, nested loop or blocking call is left open
+      assert.has_error(function() perfmon.event_end() end)
+      assert.has_error(function() require("perfmon.core").nested_leave() end)
+      assert.has_error(function() require("perfmon.core").blocking_end() end)
+      assert.equals(1, m:snapshot():subtract(s0).process.ticks)
+    end)
+
+    it("the brackets take a callable table, and name the caller's line for anything else", function()
+      local called = setmetatable({}, { __call = function(self, a) return self, a end })
+      local self, a = perfmon.event(called, 7)
+      assert.equals(called, self)
+      assert.equals(7, a)
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() perfmon.event(setmetatable({}, {})) end)
+      assert.is_false(ok)
+      assert.matches("api_spec.lua:" .. line .. ": bad argument #1 to 'event' %(function expected, got table%)", err)
+      line = debug.getinfo(1, "l").currentline + 2
+      perfmon.event_begin()
+      ok, err = pcall(function() perfmon.event(print) end)
+      perfmon.event_end()
+      assert.is_false(ok)
+      assert.matches("api_spec.lua:" .. line .. ": event_begin: an event is already open", err)
+    end)
+
     it("event_begin twice raises; event_end without begin raises", function()
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()

@@ -16,7 +16,7 @@ PROBE_LIST = table.concat(PROBE_LIST, ", ")
 local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
 
 local args = require("perfmon.args")
-local arg_error, check_callable = args.error, args.check_callable
+local arg_error = args.error
 
 -- A method called with something else as self (mon.close() for
 -- mon:close()) names the mistake instead of failing inside perfmon.
@@ -83,46 +83,19 @@ end
 perfmon.event_begin = core.event_begin
 perfmon.event_end = core.event_end
 
--- A bracket's end as a to-be-closed value: Lua calls it however the frame
--- holding it ends (a return, an error, a memory error, coroutine.close on a
--- coroutine suspended inside), where a pcall could fail to start for lack
--- of memory and leave the bracket open for good.
-local function ender(close)
-  return setmetatable({}, { __close = close })
-end
-local EVENT_END = ender(core.event_end)
-local NESTED_LEAVE = ender(core.nested_leave)
-local BLOCKING_END = ender(core.blocking_end)
-
-local type, event_begin = type, core.event_begin
-
 --- Runs fn(...) as one iteration of the event loop; returns its results.
--- A host calls this for every event, and every call made here goes through
--- the hook: a plain function skips the full check.
-function perfmon.event(fn, ...)
-  if type(fn) ~= "function" then check_callable(fn, 1, "event") end
-  event_begin()
-  local _ <close> = EVENT_END
-  return fn(...)
-end
+-- The end of the event is a to-be-closed value: it comes however fn ends
+-- (a return, an error, coroutine.close of a coroutine suspended inside).
+-- Written in C, as a host calls it for every event.
+perfmon.event = core.event
 
 --- Runs fn(...) as a nested event loop: the measures of the iteration that
 -- spins it are cancelled, so it is not charged for what runs inside.
-function perfmon.nested_loop(fn, ...)
-  check_callable(fn, 1, "nested_loop")
-  core.nested_enter()
-  local _ <close> = NESTED_LEAVE
-  return fn(...)
-end
+perfmon.nested_loop = core.nested_loop
 
 --- Runs fn(...) as a blocking call: its wall time is charged as
 -- blocking_us to the groups running around it.
-function perfmon.blocking(fn, ...)
-  check_callable(fn, 1, "blocking")
-  core.blocking_begin()
-  local _ <close> = BLOCKING_END
-  return fn(...)
-end
+perfmon.blocking = core.blocking
 
 --- The host saw user input (a keystroke, a click): jank in the events
 -- that follow within the watcher's input window is visible.
