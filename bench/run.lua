@@ -41,10 +41,10 @@ usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME
                one) and 3 repetitions, for a check in under 30 s
   --only LIST  run only these workloads (fib, editor, coroutines, tables,
                groups1000); the memory section always runs
-  --mode MODE  run the workloads in one mode only (none, noop, perfmon, or
-               profiler: perfmon.profiler at 1 kHz and no monitor), N
-               whole runs (not slices), print each run's time and nothing
-               else: for a profiler, e.g.
+  --mode MODE  run the workloads in one mode only (none, noop, perfmon,
+               profiler: perfmon.profiler at 1 kHz and no monitor, or tick:
+               the same on its "tick" timer), N whole runs (not slices),
+               print each run's time and nothing else: for a profiler, e.g.
                perf record lua5.4 bench/run.lua --only editor --mode perfmon]==]
 
 local opts = { reps = nil, slices = 8, quick = false, only = nil, mode = nil }
@@ -66,7 +66,7 @@ do
       opts.only = {}
       for name in arg[i + 1]:gmatch("[^,]+") do opts.only[name] = true end
       i = i + 1
-    elseif a == "--mode" and ({ none = 1, noop = 1, perfmon = 1, profiler = 1 })[arg[i + 1]] then
+    elseif a == "--mode" and ({ none = 1, noop = 1, perfmon = 1, profiler = 1, tick = 1 })[arg[i + 1]] then
       opts.mode = arg[i + 1]
       i = i + 1
     elseif a == "-h" or a == "--help" then
@@ -607,20 +607,21 @@ local function run_mode(w, mode, check)
   return t1 - t0, sum, d
 end
 
--- Runs w once under perfmon.profiler at 1 kHz, with or without a monitor;
--- returns its CPU seconds, checksum and sampling periods.
-local function profiled(w, with_monitor)
+-- Runs w once under perfmon.profiler at 1 kHz, with or without a monitor,
+-- on timer ("precise" or "tick"; default precise); returns its CPU
+-- seconds, checksum, sampling periods and samples taken.
+local function profiled(w, with_monitor, timer)
   collectgarbage("collect")
   local p = require("perfmon.profiler").new()
   local mon = with_monitor and perfmon.monitor{ "jank", "ticks" }
-  p:start(1000)
+  p:start(1000, nil, { timer = timer })
   local t0 = os.clock()
   local sum = w.run(with_monitor and perfmon.event or direct)
   local t1 = os.clock()
   p:stop()
   if mon then mon:close() end
   assert_no_hook("after the profiler")
-  return t1 - t0, sum, p:results().samples
+  return t1 - t0, sum, p:results().samples, #p:samples()
 end
 
 -- The q-quantile of xs, interpolated between order statistics (q = 0.5 is
@@ -752,7 +753,12 @@ if opts.mode then -- one mode, for a profiler: full-size runs, no tables
     if not opts.only or opts.only[w.name] then
       local inst = w.setup(size(w.units))
       for rep = 1, opts.reps do
-        local t = opts.mode == "profiler" and profiled(inst, false) or run_mode(inst, opts.mode)
+        local t
+        if opts.mode == "profiler" or opts.mode == "tick" then
+          t = profiled(inst, false, opts.mode == "tick" and "tick" or "precise")
+        else
+          t = run_mode(inst, opts.mode)
+        end
         print(("%s %s run %d: %.1f ms"):format(w.name, opts.mode, rep, t * 1000))
       end
     end
@@ -856,14 +862,16 @@ end
 -- The sampling profiler at 1 kHz on the editor workload
 ----------------------------------------------------------------------------
 
--- none, the profiler (perfmon.profiler, p:start(1000), no monitor), perfmon
--- and the profiler under perfmon's monitor, on editor slices in paired
--- rounds like the table above; the profiler is compared with none, the
--- profiler under the monitor with perfmon alone.  "timer signal alone" is
--- the floor under both: the same 1 kHz SIGPROF timer with a handler that
--- only reads the thread's CPU clock, which on a virtual machine costs a few
--- percent by itself (each tick is a timer interrupt, a signal frame and a
--- return).
+-- none, the profiler (perfmon.profiler, p:start(1000), no monitor), the
+-- profiler on its "tick" timer (p:start(1000, nil, { timer = "tick" })),
+-- perfmon, and each profiler under perfmon's monitor, on editor slices in
+-- paired rounds like the table above; the profilers are compared with
+-- none, the profilers under the monitor with perfmon alone.  "timer signal
+-- alone" is the floor of the precise timer: the same 1 kHz SIGPROF timer
+-- with a handler that only reads the thread's CPU clock, which on a
+-- virtual machine costs a few percent by itself (each tick is a timer
+-- interrupt, a signal frame and a return).  The tick timer has no such
+-- floor: the kernel checks it at its scheduler tick, which comes anyway.
 local editor
 for _, r in ipairs(results) do
   if r.name == "editor" then editor = r end
@@ -884,25 +892,33 @@ if editor then
     noophook.timer_stop()
     return t1 - t0, sum
   end
-  local periods = {}
+  local periods, taken, cpu = {}, {}, {}
+  local function sampled(mode, with_monitor, timer)
+    local t, sum, n, k = profiled(editor, with_monitor, timer)
+    for list, v in pairs{ [periods] = n, [taken] = k, [cpu] = t } do
+      list[mode] = list[mode] or {}
+      table.insert(list[mode], v)
+    end
+    return checked(t, sum)
+  end
   local time = {
     none = function() return checked(run_mode(editor, "none")) end,
     floor = function() return checked(floor(editor)) end,
-    profiler = function()
-      local t, sum, n = profiled(editor, false)
-      periods[#periods + 1] = n
-      return checked(t, sum)
-    end,
+    profiler = function() return sampled("profiler", false, "precise") end,
+    tick = function() return sampled("tick", false, "tick") end,
     perfmon = function() return checked(run_mode(editor, "perfmon")) end,
-    both = function() return checked(profiled(editor, true)) end,
+    both = function() return sampled("both", true, "precise") end,
+    both_tick = function() return sampled("both_tick", true, "tick") end,
   }
-  local modes = { "none", "floor", "profiler", "perfmon", "both" }
+  local modes = { "none", "floor", "profiler", "tick", "perfmon", "both", "both_tick" }
   if not noophook.timer_start then table.remove(modes, 2) end
   profiled(editor, false) -- warm-up
+  profiled(editor, true, "tick")
   local t = interleave(modes, editor.rounds, function(mode) return time[mode]() end)
   local m, fastest = {}, {}
   for k, xs in pairs(t) do m[k], fastest[k] = median(xs), best(xs) end
-  print("profiler at 1 kHz (perfmon.profiler, p:start(1000)), editor workload")
+  print("profiler at 1 kHz (perfmon.profiler, p:start(1000); tick: p:start(1000, nil, { timer = \"tick\" })),")
+  print("editor workload")
   print(("%-22s %9s %9s  %8s  %9s  %8s"):format("mode", "ms", "vs", "ratio", "IQR", "best"))
   print(("%-22s %9.1f"):format("none", ms(m.none * editor.factor)))
   local function row(name, k, base)
@@ -912,16 +928,29 @@ if editor then
   end
   if noophook.timer_start then row("timer signal alone", "floor", "none") end
   row("profiler", "profiler", "none")
+  row("profiler, tick timer", "tick", "none")
   row("perfmon", "perfmon", "none")
   row("perfmon + profiler", "both", "perfmon")
-  local mean = 0
-  for _, n in ipairs(periods) do mean = mean + n / #periods end
+  row("perfmon + tick timer", "both_tick", "perfmon")
+  local function mean(xs)
+    local s = 0
+    for _, x in ipairs(xs) do s = s + x / #xs end
+    return s
+  end
   print(("  %d rounds (%d pairs) of the %d modes on slices of 1/%.3g, order reversed every other round;")
     :format(editor.rounds, editor.rounds // 2, #modes, editor.factor))
   print("  ms = median slice x (full size / slice size); ratio = median over pairs of adjacent rounds of")
   print("  the ratio of the pair's sums; IQR = 25th-75th percentile of those ratios; best = fastest / fastest")
-  print(("  %.0f sampling periods a full-size run on average (%.0f ms of CPU per run: ~1 per ms; ~%.0f a slice)")
-    :format(mean * editor.factor, ms(m.profiler * editor.factor), mean))
+  local names = { profiler = "profiler", tick = "tick timer", both = "perfmon + profiler",
+                  both_tick = "perfmon + tick timer" }
+  print("  sampling periods counted, of the ms of CPU from start to stop (1 a ms at most: periods")
+  print("  after the last signal before stop are not counted), and samples taken, a slice on average:")
+  for _, k in ipairs{ "profiler", "tick", "both", "both_tick" } do
+    local n, taken_n = mean(periods[k]), mean(taken[k])
+    print(("  %-22s %5.1f periods of %5.1f ms (%3.0f%%), in %5.1f samples (%.1f periods a sample)")
+      :format(names[k], n, ms(mean(cpu[k])), 100 * n / ms(mean(cpu[k])), taken_n,
+              taken_n > 0 and n / taken_n or 0))
+  end
   print()
 end
 

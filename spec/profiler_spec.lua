@@ -25,6 +25,16 @@ local function for_cpu(ms, fn)
   repeat fn() until (os.clock() - t0) * 1000 >= ms
 end
 
+-- Runs fn until p has taken a sample, for up to 2 s of CPU, and asserts
+-- that it did: a test that needs one sample waits for it, not for a fixed
+-- amount of work, which a loaded machine (or a "tick" timer, at the
+-- scheduler's tick) may leave without any.
+local function until_sampled(p, fn)
+  local t0 = os.clock()
+  repeat fn() until p:results().samples > 0 or os.clock() - t0 > 2
+  assert.is_true(p:results().samples > 0, "no sample in 2 s of CPU")
+end
+
 -- Every node of the trie, depth first, with its parent.
 local function each_node(root, fn, parent)
   for _, c in ipairs(root.children or {}) do
@@ -88,6 +98,24 @@ local function sigprof_timers()
   end
   f:close()
   return n
+end
+
+-- The clocks of the POSIX timers that send SIGPROF, as Linux shows them
+-- (ClockID): "monotonic" (1), "thread CPU" (a CPU clock: negative), or the
+-- number.
+local function sigprof_clocks()
+  local f = assert(io.open("/proc/self/timers"))
+  local clocks, ours = {}, false
+  for line in f:lines() do
+    if line:find("^ID:") then ours = false end
+    if line:find("^signal: 27/") then ours = true end
+    local id = tonumber(line:match("^ClockID:%s*(%-?%d+)"))
+    if id and ours then
+      clocks[#clocks + 1] = id == 1 and "monotonic" or id < 0 and "thread CPU" or id
+    end
+  end
+  f:close()
+  return clocks
 end
 
 local function anchored(value)
@@ -304,7 +332,7 @@ describe("perfmon.profiler", function()
       assert.is_true(q:is_profiling())
       raises(function() p:stop() end, "stop: the profiler is not running (it was forcibly stopped")
       raises(function() p:frame() end, "frame: the profiler is not running (it was forcibly stopped")
-      for_cpu(20, function() spin(10000) end)
+      until_sampled(q, function() spin(10000) end)
       q:stop()
       assert.is_true(#q:samples() > 0)
       -- the forcibly stopped one can start again, and stops q in turn
@@ -335,6 +363,16 @@ describe("perfmon.profiler", function()
         "bad argument #2 to 'start' (0 (unlimited) to 2147483647 samples expected, got -1)")
       raises(function() p:start(1000, {}) end,
         "bad argument #2 to 'start' (integer number of samples expected, got table)")
+      raises(function() p:start(1000, 0, "tick") end,
+        "bad argument #3 to 'start' (table of options expected, got string)")
+      raises(function() p:start(1000, 0, { timr = "tick" }) end,
+        "bad argument #3 to 'start' (unknown option 'timr'; the options are: timer)")
+      raises(function() p:start(nil, nil, { "tick" }) end,
+        "bad argument #3 to 'start' (unknown option 1; the options are: timer)")
+      raises(function() p:start(1000, 0, { timer = "fast" }) end,
+        "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got 'fast')")
+      raises(function() p:start(1000, 0, { timer = true }) end,
+        "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got boolean)")
       raises(function() p.start() end,
         "bad self to 'start' (profiler expected, got nil); call it as p:start()")
       raises(function() p:save(42) end, "bad argument #1 to 'save' (string expected, got number)")
@@ -376,7 +414,7 @@ describe("perfmon.profiler", function()
       p:start(500)
       local t = p:frame()
       t.x = 1
-      for_cpu(30, function() spin(10000) end)
+      until_sampled(p, function() spin(10000) end)
       p:stop() -- else a sample could land between the checks below
       assert.is_true(#p:samples() > 0)
       p:reset()
@@ -390,7 +428,7 @@ describe("perfmon.profiler", function()
       assert.is_nil(t2.x)
       p:reset() -- while running
       assert.are_not.equal(t2, p:frame())
-      for_cpu(30, function() spin(10000) end)
+      until_sampled(p, function() spin(10000) end)
       p:stop()
       assert.is_true(p:results().samples > 0)
     end)
@@ -632,6 +670,23 @@ describe("perfmon.profiler", function()
       assert.are.equal(p:results().samples, rows)
     end)
 
+    it("keeps a thread's rows in time order when a weight reaches back past the sample before", function()
+      -- A sample of weight w is w rows, going back one interval each; the
+      -- periods are CPU time since the count before the last sample, which
+      -- can come a little before that sample: the rows stop at its time.
+      local gecko = require("perfmon.gecko")
+      local d = {
+        funcs = { { file = "f.lua", line = 1, what = "Lua", name = "f" } },
+        nodes = { parent = { 0 }, func = { 1 }, line = { 3 }, self = { 7 }, total = { 7 } },
+        samples = { time = { 1e9, 1e9 + 1500, 1e9 + 10000 }, weight = { 1, 4, 2 },
+                    node = { 1, 1, 1 }, thread = { 1, 1, 1 } },
+        start_time_us = 1e9, interval_us = 1000, pid = 1,
+      }
+      local times = {}
+      for i, row in ipairs(gecko.profile(d).threads[1].samples.data) do times[i] = row[2] end
+      assert.are.same({ 0, 0, 0, 0.5, 1.5, 9, 10 }, times)
+    end)
+
     it("writes a file the flame graph command turns into an SVG", function()
       profile_with_everything()
       local json = os.tmpname()
@@ -679,6 +734,166 @@ describe("perfmon.profiler", function()
       assert.is_true(m[3] > m[2])
       assert.is_true(m[6].highest_jank > janky_ms * 0.5)
       assert.is_truthy(group.id)
+    end)
+  end)
+
+  describe('the "tick" timer', function()
+    local function hot() local r = spin(90000) return r end
+    local function cold() local r = spin(10000) return r end
+
+    -- Runs fn for about ms of CPU without reading a clock meanwhile: how
+    -- many calls that takes is measured first.  (A read of a CPU clock lets
+    -- the scheduler preempt a thread whose time slice is over there and
+    -- then, rather than at its next tick: on a loaded machine such a
+    -- thread can run between ticks, and a "tick" timer, which the kernel
+    -- checks at the tick, sees few.  docs/profiler.md, "Two timers".)
+    local function run_for(ms, fn)
+      local t0, n = os.clock(), 0
+      repeat fn() n = n + 1 until os.clock() - t0 >= 0.02
+      for _ = 1, math.ceil(n * ms / ((os.clock() - t0) * 1000)) do fn() end
+    end
+
+    local function on_stack(x, fn)
+      local line = debug.getinfo(fn, "S").linedefined
+      for _, f in ipairs(x.stack) do
+        if f.func.line == line and f.func.file:find("profiler_spec") then return true end
+      end
+      return false
+    end
+
+    -- Runs fn until a sample of p has it on its stack, for up to 2 s of
+    -- CPU, and asserts that one does.
+    local function until_sampled_in(p, fn)
+      local function seen()
+        for _, x in ipairs(p:samples()) do
+          if on_stack(x, fn) then return true end
+        end
+        return false
+      end
+      local t0 = os.clock()
+      repeat fn() until seen() or os.clock() - t0 > 2
+      assert.is_true(seen(), "no sample in the function in 2 s of CPU")
+    end
+
+    -- Profiles about ms of CPU of hot and cold every rate_us on timer;
+    -- returns the periods counted, the periods of CPU time os.clock saw
+    -- from start to stop, and the samples taken.
+    local function periods(timer, rate_us, ms)
+      p = Profiler.new()
+      local work = function() hot() cold() end
+      work()
+      local t0 = os.clock()
+      p:start(rate_us, nil, { timer = timer })
+      run_for(ms, work)
+      p:stop()
+      local cpu_us = (os.clock() - t0) * 1e6
+      local s, weights = p:samples(), 0
+      for _, x in ipairs(s) do weights = weights + x.weight end
+      assert.are.equal(p:results().samples, weights)
+      return p:results().samples, cpu_us / rate_us, #s
+    end
+
+    it("counts the periods of the thread's CPU time as the precise timer does", function()
+      for _, timer in ipairs{ "precise", "tick" } do
+        local n, expected = periods(timer, 1000, 200)
+        local why = ("%s: %d periods counted of %.1f ms of CPU"):format(timer, n, expected)
+        -- never more than the CPU time; less by at most the periods since
+        -- the last signal before stop (a tick: 10 ms at HZ = 100), and
+        -- samples' own work when it is long (kept out of the count)
+        assert.is_true(n <= expected + 1, why)
+        assert.is_true(n >= expected * 0.9 - 12, why)
+      end
+    end)
+
+    it("samples at most once a scheduler tick, each sample weighing its periods", function()
+      local n, expected, taken = periods("tick", 100, 100)
+      local cpu_ms = expected / 10
+      local why = ("%d periods in %d samples, %.1f ms of CPU"):format(n, taken, cpu_ms)
+      assert.is_true(n <= expected + 1, why)
+      assert.is_true(n >= expected * 0.9 - 120, why)
+      -- CONFIG_HZ is at most 1000: a sample a ms of CPU at most, of 10
+      -- periods of 100 µs then (40 at HZ = 250)
+      assert.is_true(taken <= cpu_ms + 2, why)
+      assert.is_true(n >= 5 * taken, why)
+    end)
+
+    it("shows a hot function dominating its cold sibling", function()
+      p = Profiler.new()
+      p:start(1000, nil, { timer = "tick" })
+      run_for(200, function() hot() cold() end)
+      p:stop()
+      local r = p:results()
+      local h, c = sum(find_nodes(r, "hot"), "samples"), sum(find_nodes(r, "cold"), "samples")
+      assert.is_true(h > 3 * c, ("hot %d vs cold %d"):format(h, c))
+      assert.is_true(h > r.samples / 2, ("hot %d of %d"):format(h, r.samples))
+    end)
+
+    it("runs on the thread's CPU clock, and stop leaves nothing behind", function()
+      p = Profiler.new()
+      p:start(1000, nil, { timer = "tick" })
+      assert.are.same({ "thread CPU" }, sigprof_clocks())
+      assert.is_true(sigprof_handled())
+      p:stop()
+      assert.are.equal(0, sigprof_timers())
+      assert.is_false(sigprof_handled())
+      assert.is_nil(debug.gethook())
+      p:start(1000, nil, {}) -- the default
+      assert.are.same({ "monotonic" }, sigprof_clocks())
+      p:stop()
+      p:start(1000, nil, { timer = "precise" })
+      assert.are.same({ "monotonic" }, sigprof_clocks())
+      p:stop()
+      assert.are.equal(0, sigprof_timers())
+    end)
+
+    it("is forcibly stopped, stops and resets as the precise one does", function()
+      local function early() local r = spin(20000) return r end
+      local function late() local r = spin(20000) return r end
+      p = Profiler.new()
+      local q = Profiler.new()
+      p:start(1000, nil, { timer = "tick" })
+      q:start(1000) -- precise: p is forcibly stopped
+      assert.is_false(p:is_profiling())
+      raises(function() p:stop() end, "stop: the profiler is not running (it was forcibly stopped")
+      p:start(500, nil, { timer = "tick" }) -- and the other way round
+      assert.is_false(q:is_profiling())
+      assert.are.same({ "thread CPU" }, sigprof_clocks()) -- q's timer is gone
+      until_sampled_in(p, early)
+      p:reset() -- while running: the samples in early are gone
+      until_sampled_in(p, late)
+      p:stop()
+      raises(function() p:stop() end, "stop: the profiler is not running (it was stopped)")
+      assert.are.equal(0, sigprof_timers())
+      for _, x in ipairs(p:samples()) do
+        assert.is_false(on_stack(x, early))
+      end
+      local early_line = debug.getinfo(early, "S").linedefined
+      each_node(p:results(), function(n)
+        assert.are_not.equal(early_line, n.func.file:find("profiler_spec") and n.func.line)
+      end)
+    end)
+
+    it("exports its heavier samples to Gecko at the requested interval", function()
+      p = Profiler.new()
+      p:start(250, nil, { timer = "tick" })
+      local co = coroutine.wrap(function() while true do spin(30000) coroutine.yield() end end)
+      run_for(200, function() hot() co() end)
+      p:stop()
+      local g = cjson.decode(p:to_gecko())
+      assert.are.equal(0.25, g.meta.interval)
+      assert.is_true(#g.threads >= 2)
+      local rows = 0
+      for _, th in ipairs(g.threads) do
+        local last = -math.huge
+        for _, s in ipairs(th.samples.data) do
+          assert.is_true(s[2] >= last, "a thread's rows go back in time")
+          last = s[2]
+          rows = rows + 1
+        end
+      end
+      -- a row per period; at HZ <= 1000 a sample stands for 4 or more
+      assert.are.equal(p:results().samples, rows)
+      assert.is_true(rows >= 2 * #p:samples(), rows .. " rows of " .. #p:samples() .. " samples")
     end)
   end)
 
@@ -767,7 +982,7 @@ describe("perfmon.profiler", function()
       local _, mask = debug.gethook()
       assert.are.equal("cr", mask) -- the monitor's, no count request
       p:start(500) -- a later start works, markers and all
-      for_cpu(20, function() spin(10000) end)
+      until_sampled(p, function() spin(10000) end)
       p:stop()
       assert.is_true(#p:samples() > 0)
       assert.is_false(sigprof_handled())
@@ -781,6 +996,8 @@ describe("perfmon.profiler", function()
         local p = Profiler.new()
         local ok, err = pcall(function() p:start() end)
         assert(not ok and err:find("start: timer_create failed", 1, true), tostring(err))
+        ok, err = pcall(function() p:start(nil, nil, { timer = "tick" }) end)
+        assert(not ok and err:find("start: timer_create failed", 1, true), tostring(err))
         assert(not p:is_profiling())
         assert(coroutine.resume == resume and coroutine.wrap == wrap, "coroutine functions")
         for _, v in pairs(debug.getregistry()) do assert(not rawequal(v, p.core), "anchored") end
@@ -792,7 +1009,9 @@ describe("perfmon.profiler", function()
         print("ok")
       ]], 60, "exec bash -c 'ulimit -S -i 0 && exec \"$@\"' bash")
       assert.is_true(ok, how .. "\n" .. out)
-      assert.matches("\nok\n$", "\n" .. out) -- after timeout's own warning
+      -- timeout's own warning (it cannot make its timer either) comes
+      -- before or after the script's output: its parent writes it
+      assert.are.equal("ok\n", (out:gsub("timeout: [^\n]*\n", "")))
     end)
 
     it("leaves nothing behind when an allocation fails, at every allocation (tests/profiler.c)", function()

@@ -16,6 +16,9 @@
 static const char *const state_names[] = {"new", "running", "stopped",
                                           "forced"};
 
+/* PM_TIMER_*, as p:start's option `timer` names them */
+static const char *const timer_names[] = {"precise", "tick", NULL};
+
 static pm_Profiler *check_profiler (lua_State *L) {
   return luaL_checkudata(L, 1, PROFILER_MT);
 }
@@ -33,21 +36,22 @@ static pm_State *live_state (lua_State *L) {
 ** =======================================================
 */
 
-/* core.profiler_start(p, rate_us, max_samples [, after, arg]): after(arg)
-** runs once p is running, if a monitor is open; if it raises, p stops
-** again and the error goes on. */
+/* core.profiler_start(p, rate_us, max_samples, timer [, after, arg]):
+** timer "precise" or "tick"; after(arg) runs once p is running, if a
+** monitor is open; if it raises, p stops again and the error goes on. */
 static int l_start (lua_State *L) {
   pm_Profiler *P = check_profiler(L);
   lua_Integer rate = luaL_checkinteger(L, 2);
   lua_Integer max = luaL_checkinteger(L, 3);
-  int after = lua_isnoneornil(L, 4) ? 0 : 4;
+  int timer = luaL_checkoption(L, 4, NULL, timer_names);
+  int after = lua_isnoneornil(L, 5) ? 0 : 5;
   live_state(L); /* the state is not closing */
   luaL_argcheck(L, rate > 0 && rate <= 60000000, 2, "out of range");
   luaL_argcheck(L, max >= 0 && max <= 0x7fffffff, 3, "out of range");
   if (after != 0)
-    luaL_checktype(L, 4, LUA_TFUNCTION);
-  lua_settop(L, 5); /* arg: nil when none */
-  pm_profiler_start(L, P, 1, (uint32_t)rate, (uint32_t)max, after);
+    luaL_checktype(L, 5, LUA_TFUNCTION);
+  lua_settop(L, 6); /* arg: nil when none */
+  pm_profiler_start(L, P, 1, (uint32_t)rate, timer, (uint32_t)max, after);
   return 0;
 }
 

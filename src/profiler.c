@@ -688,6 +688,7 @@ void pm_profiler_init (pm_Profiler *P, pm_State *S) {
   P->state = PM_PROF_NEW;
   P->slot = -1;
   P->interval_us = 1000;
+  P->timer = PM_TIMER_PRECISE;
   atomic_init(&P->pending, 0);
   atomic_init(&P->tag, -1);
   atomic_init(&P->sampling, 0);
@@ -726,7 +727,7 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
 ** contents, the sentinel, the timer); what follows the timer neither
 ** allocates nor raises.  A memory error can then only leave P as it was. */
 static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
-                   uint32_t max_samples) {
+                   int timer, uint32_t max_samples) {
   pm_State *S = P->S;
   pm_Profiler *other;
   const char *err;
@@ -751,6 +752,7 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   prepare_patch(L, S, anchor, other != NULL ? lua_gettop(L) : 0);
   sentinel_push(L); /* ... anchor other sentinel */
   P->period_ns = (uint64_t)rate_us * 1000u;
+  P->timer = timer;
   P->running = L;
   atomic_store(&P->pending, 0);
   if ((err = pm_sampler_start(P)) != NULL) {
@@ -782,7 +784,7 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
 }
 
 void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
-                        uint32_t max_samples, int after) {
+                        int timer, uint32_t max_samples, int after) {
   pm_State *S = P->S;
   int state = P->state;
   double micros = P->micros, realtime = P->start_realtime;
@@ -795,7 +797,7 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   if (is_foreign(S, L) || is_foreign(S, S->main))
     luaL_error(L, "a debug hook is already set (debug.sethook); the "
                   "profiler needs the count hook");
-  start(L, P, idx, rate_us, max_samples);
+  start(L, P, idx, rate_us, timer, max_samples);
   if (after != 0 && S->monitors > 0) {
     after = lua_absindex(L, after);
     lua_pushvalue(L, after);

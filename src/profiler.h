@@ -52,6 +52,14 @@ enum {
 /* pm_Profiler.state; lprofiler.c names them */
 enum { PM_PROF_NEW, PM_PROF_RUNNING, PM_PROF_STOPPED, PM_PROF_FORCED };
 
+/* pm_Profiler.timer: the clock the timer runs on (sampler.c); lprofiler.c
+** names them.  Either way the periods are counted on the thread's CPU
+** clock: only how often the handler gets to count them differs. */
+enum {
+  PM_TIMER_PRECISE, /* CLOCK_MONOTONIC: a signal every period */
+  PM_TIMER_TICK /* the thread's CPU clock: at most one a scheduler tick */
+};
+
 typedef struct pm_Func { /* a function as samples show it */
   uint32_t hash;
   int line; /* where it is defined; -1 for a C function */
@@ -92,6 +100,7 @@ struct pm_Profiler {
   int slot; /* of its timer in sampler.c's table */
   atomic_int tag; /* the signal's value: the slot and a generation */
   uint64_t period_ns;
+  int timer; /* PM_TIMER_*: the clock its timer runs on */
   uint64_t cpu_mark; /* thread CPU time whose periods were counted */
   atomic_uint pending; /* periods since the last sample */
   atomic_int sampling; /* the hook is at work: no period is counted */
@@ -124,13 +133,14 @@ struct pm_Profiler {
 /* Sets up the C side of a new profiler of S. */
 void pm_profiler_init (pm_Profiler *P, pm_State *S);
 /* Starts P, whose userdata is at index idx, sampling every rate_us µs of
-** CPU time and keeping max_samples (0: all); another profiler running on
-** this state is forcibly stopped.  Then, if a monitor is open and `after`
-** is not 0, calls the function at index after with the value above it
-** (the Lua side's marker listener).  Raises an error when it cannot: P is
+** CPU time, on a timer of kind `timer` (PM_TIMER_*), and keeping
+** max_samples (0: all); another profiler running on this state is
+** forcibly stopped.  Then, if a monitor is open and `after` is not 0,
+** calls the function at index after with the value above it (the Lua
+** side's marker listener).  Raises an error when it cannot: P is
 ** then not running, and nothing of it is left behind. */
 void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
-                        uint32_t max_samples, int after);
+                        int timer, uint32_t max_samples, int after);
 /* Stops P, whose userdata is at index idx; state: PM_PROF_STOPPED or
 ** PM_PROF_FORCED.  Works while the state closes, from any OS thread, and
 ** neither allocates nor raises. */

@@ -224,8 +224,10 @@ static void count_periods (pm_Profiler *P) {
 }
 
 /* Async-signal-safe: atomics, clock_gettime, lua_sethook.  The periods
-** counted are the thread's CPU time: a thread blocked or idle asks for no
-** sample, and one held up in C code gets a heavier sample later. */
+** counted are the thread's CPU time, whichever clock the timer runs on
+** (timer_clock): a thread blocked or idle asks for no sample, and one held
+** up in C code, or signalled only at a scheduler tick, gets a heavier
+** sample later. */
 static void on_signal (int sig, siginfo_t *si, void *uc) {
   int saved = errno, ours = 0;
   if (si->si_code == SI_TIMER && si->si_value.sival_int >= 0) {
@@ -318,6 +320,19 @@ static int pending_on (long tid) {
   return (strtoull(p + 8, NULL, 16) >> (PROF_SIGNAL - 1)) & 1;
 }
 
+/* The one difference between the timers.  CLOCK_MONOTONIC: a signal every
+** period, each a timer interrupt of its own (tens of µs in some virtual
+** machines).  The thread's CPU clock (that of the calling thread, for
+** timer_create): the kernel checks it at its scheduler tick, so a signal
+** comes at the first tick after a period of the thread's CPU time, at
+** most HZ a second, and costs no interrupt of its own (the tick comes
+** anyway).  A thread that uses no CPU gets no signal at all.  The handler
+** counts the periods on the CPU clock either way: a late signal only
+** makes a heavier sample. */
+static clockid_t timer_clock (const pm_Profiler *P) {
+  return P->timer == PM_TIMER_TICK ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+}
+
 #endif
 
 const char *pm_sampler_start (pm_Profiler *P) {
@@ -351,7 +366,7 @@ const char *pm_sampler_start (pm_Profiler *P) {
   ev._sigev_un._tid = (pid_t)P->tid;
 #endif
   handler_acquire();
-  if (timer_create(CLOCK_MONOTONIC, &ev, &timers[i]) != 0) {
+  if (timer_create(timer_clock(P), &ev, &timers[i]) != 0) {
     handler_release(0); /* no tick was ever sent */
     atomic_store(&slots[i], NULL);
     return "timer_create failed";

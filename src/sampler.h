@@ -1,13 +1,15 @@
 /*
 ** sampler.h -- asking Lua for samples: the timer, its signal, the hook.
 **
-** A POSIX timer sends SIGPROF to the thread that started the profiler.
-** The handler only counts the whole periods of the thread's CPU time and
-** asks Lua for a sample by setting a count hook of 1 on the coroutine that
-** runs and on the main thread (lua_sethook may be called from a signal
-** handler: ldebug.c says so, and lua.c stops a script on Ctrl-C that way).
-** The sample is taken at the next instruction, in the hook, at a safe
-** point, by profiler.c.
+** A POSIX timer sends SIGPROF to the thread that started the profiler:
+** every period of wall time ("precise"), or at the first scheduler tick
+** after each period of the thread's CPU time ("tick"; see timer_clock).
+** Either way the handler only counts the whole periods of the thread's
+** CPU time and asks Lua for a sample by setting a count hook of 1 on the
+** coroutine that runs and on the main thread (lua_sethook may be called
+** from a signal handler: ldebug.c says so, and lua.c stops a script on
+** Ctrl-C that way).  The sample is taken at the next instruction, in the
+** hook, at a safe point, by profiler.c.
 **
 ** One hook serves the profiler and the monitor: while a monitor is open the
 ** count request rides on the monitor's call/return hook, which hands count
@@ -20,8 +22,8 @@
 
 #include "state.h"
 
-/* Creates and arms P's timer, every P->period_ns of CPU time; returns an
-** error message, or NULL. */
+/* Creates and arms P's timer, on the clock P->timer says, every
+** P->period_ns; returns an error message, or NULL. */
 const char *pm_sampler_start (pm_Profiler *P);
 /* Deletes P's timer: no handler uses P afterwards, and no tick of it can
 ** meet SIGPROF's default action.  From any thread. */

@@ -23,6 +23,11 @@
 **    action must not be back to the default while that tick is pending
 **    (kernels before 6.13 deliver it once A unblocks the signal, and the
 **    default action ends the process); A then unblocks it and lives on.
+**    Each with both timers, "precise" and "tick" (A's CPU clock).
+**
+** Work that needs a sample, or a tick pending, spins until there is one
+** (up to 2 s of CPU), never for a fixed time: on a loaded machine, or with
+** the "tick" timer, a few ms may see none.
 **
 ** Exits 0 and prints "rel-profiler: ok" when every part passed.
 */
@@ -68,6 +73,12 @@ static int action_is_original (void) {
                                      : now.sa_handler == original.sa_handler;
 }
 
+/* Lua: spins until p has a sample, for up to 2 s of CPU. */
+#define SPIN_SAMPLED                                                           \
+  "function SPIN_SAMPLED(p)\n"                                                 \
+  "  for _ = 1, 2000 do SPIN(1) if #p:samples() > 0 then return end end\n"     \
+  "end\n"
+
 static void spin_ms (double ms) {
   struct timespec t0, t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
@@ -96,8 +107,7 @@ static const char *const alloc_setup =
     "OK, ERR, RAISED = false, false, false -- globals made: no allocation\n"
     "function WORK() OK, ERR = pcall(P.start, P, 100) end\n"
     "function SPIN(ms) local t = os.clock() + ms / 1000\n"
-    "  while os.clock() < t do end end\n"
-    "function ANCHORED(u)\n"
+    "  while os.clock() < t do end end\n" SPIN_SAMPLED "function ANCHORED(u)\n"
     "  for _, v in pairs(debug.getregistry()) do\n"
     "    if rawequal(v, u) then return true end end\n"
     "  return false end\n"
@@ -124,7 +134,7 @@ static const char *const alloc_setup =
     "  if P:is_profiling() then P:stop() end\n"
     "  if Q and Q:is_profiling() then Q:stop() end\n"
     "  P:reset()\n"
-    "  P:start(100) SPIN(5) P:stop()\n"
+    "  P:start(100) SPIN_SAMPLED(P) P:stop()\n"
     "  assert(#P:samples() > 0, 'a later start took no sample')\n"
     "  assert(coroutine.resume == RESUME and coroutine.wrap == WRAP)\n"
     "  if MON then MON:close() MON = nil end\n"
@@ -239,6 +249,7 @@ static struct {
   pthread_cond_t cv;
   int turn; /* 0: A runs; 1: B runs; 2: done */
   int block; /* A blocks SIGPROF while B stops */
+  const char *timer; /* p:start's option */
   lua_State *L;
   rel_Alloc a;
   int ok;
@@ -246,13 +257,14 @@ static struct {
           PTHREAD_COND_INITIALIZER,
           0,
           0,
+          "precise",
           NULL,
           {0, 0, 0, 0, 0},
           1};
 
 static void fail (const char *msg) {
-  fprintf(stderr, "rel-profiler: threads (%s): %s\n",
-          hand.block ? "A blocks SIGPROF" : "A waits", msg);
+  fprintf(stderr, "rel-profiler: threads (%s, timer %s): %s\n",
+          hand.block ? "A blocks SIGPROF" : "A waits", hand.timer, msg);
   hand.ok = 0;
 }
 
@@ -282,10 +294,18 @@ static void *thread_a (void *arg) {
   (void)arg;
   sigemptyset(&set);
   sigaddset(&set, SIGPROF);
-  run("P:start(100) SPIN(10)");
-  if (hand.block) { /* a tick of the timer is then pending here */
+  run("P:start(100, nil, { timer = TIMER }) SPIN_SAMPLED(P)");
+  if (hand.block) { /* until a tick of the timer is pending here */
+    int i;
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    spin_ms(2);
+    for (i = 0; i < 2000; i++) {
+      spin_ms(1);
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPROF))
+        break;
+    }
+    if (i == 2000)
+      fail("no tick of the timer came in 2 s of CPU");
   }
   pass_turn(1);
   wait_turn(2);
@@ -317,26 +337,30 @@ static void *thread_b (void *arg) {
   return NULL;
 }
 
-static int threads_part (int block) {
+static int threads_part (int block, const char *timer) {
   pthread_t a, b;
   hand.block = block;
+  hand.timer = timer;
   hand.turn = 0;
+  hand.ok = 1;
   hand.L = rel_newstate(&hand.a, root);
+  lua_pushstring(hand.L, timer);
+  lua_setglobal(hand.L, "TIMER");
   if (rel_run(hand.L, "=setup",
               "Profiler = require('perfmon.profiler')\n"
               "RESUME, WRAP = coroutine.resume, coroutine.wrap\n"
               "P = Profiler.new()\n"
               "function SPIN(ms) local t = os.clock() + ms / 1000\n"
-              "  while os.clock() < t do end end\n") != LUA_OK)
+              "  while os.clock() < t do end end\n" SPIN_SAMPLED) != LUA_OK)
     rel_die("threads: setup: %s", lua_tostring(hand.L, -1));
   pthread_create(&a, NULL, thread_a, NULL);
   pthread_create(&b, NULL, thread_b, NULL);
   pthread_join(a, NULL);
   pthread_join(b, NULL);
-  printf("rel-threads: stop on another thread, %s: %s\n",
+  printf("rel-threads: stop on another thread, %s, timer %s: %s\n",
          block ? "the starting thread blocks SIGPROF"
                : "the starting thread waits",
-         hand.ok ? "ok" : "FAILED");
+         timer, hand.ok ? "ok" : "FAILED");
   return hand.ok;
 }
 
@@ -354,8 +378,11 @@ int main (int argc, char **argv) {
   if (all || strcmp(part, "alloc") == 0)
     ok = alloc_part() && ok;
   if (all || strcmp(part, "threads") == 0) {
-    ok = threads_part(0) && ok;
-    ok = threads_part(1) && ok; /* last: the handler may stay for good */
+    ok = threads_part(0, "precise") && ok;
+    ok = threads_part(0, "tick") && ok;
+    /* last: the handler may stay for good */
+    ok = threads_part(1, "precise") && ok;
+    ok = threads_part(1, "tick") && ok;
   }
   if (!ok)
     rel_die("failed");

@@ -156,6 +156,7 @@ local function new_thread(number, name, pid)
     frames = array(), frame_index = {},
     stacks = array(), stack_of = {}, -- [node] = stack index
     samples = array(), markers = array(),
+    last_ms = -math.huge, -- the time of its newest sample row
   }
   th.json = {
     name = name, processType = "default", processName = "perfmon",
@@ -238,11 +239,18 @@ function gecko.profile(d)
     local th = thread(s.thread[i])
     local stack = stack_of(th, s.node[i])
     local t = (s.time[i] / 1000) - start_ms
-    -- a sample of weight w stands for w periods: one row each, going back
-    -- from the sample, as the front end counts rows
+    -- a sample of weight w stands for w periods (a "tick" timer's samples
+    -- weigh several as a rule): one row each, going back from the sample,
+    -- as the front end counts rows; never back past the thread's previous
+    -- row, since a thread's samples are in time order.  The periods were
+    -- CPU time since the last count, which may come a few µs before the
+    -- previous sample.
+    local last = th.last_ms
     for k = s.weight[i] - 1, 0, -1 do
-      th.samples[#th.samples + 1] = array{ stack, t - k * interval_ms, 0 }
+      local row = t - k * interval_ms
+      th.samples[#th.samples + 1] = array{ stack, row > last and row or last, 0 }
     end
+    th.last_ms = t > last and t or last
   end
   local main = thread(1)
   for _, m in ipairs(d.markers or {}) do

@@ -90,11 +90,40 @@ function Profiler.new()
   }, Profiler)
 end
 
+-- p:start's options and the values each takes.
+local TIMERS = { precise = true, tick = true }
+
+-- The timer option of start's third argument, checked: "precise" when
+-- options is nil or has none.
+local function check_options(options)
+  if options == nil then return "precise" end
+  if type(options) ~= "table" then
+    arg_error(3, "start", "table of options expected, got " .. type(options), 2)
+  end
+  for k in pairs(options) do
+    if k ~= "timer" then
+      arg_error(3, "start", ("unknown option %s; the options are: timer")
+        :format(type(k) == "string" and ("'" .. k .. "'") or tostring(k)), 2)
+    end
+  end
+  local timer = options.timer
+  if timer == nil then return "precise" end
+  if not TIMERS[timer] then
+    arg_error(3, "start", ("timer 'precise' or 'tick' expected, got %s")
+      :format(type(timer) == "string" and ("'" .. timer .. "'") or type(timer)), 2)
+  end
+  return timer
+end
+
 --- Begins profiling this lua_State: a sample every sample_rate_us of the
 -- thread's CPU time (default 1000), at most max_samples kept (default 0:
 -- unlimited; with a maximum, the oldest go first).  Another profiler
--- running on this lua_State is forcibly stopped.
-function Profiler:start(sample_rate_us, max_samples)
+-- running on this lua_State is forcibly stopped.  options.timer: "precise"
+-- (default), a timer signal every period of wall time; or "tick", one on
+-- the thread's CPU clock, which the kernel checks at its scheduler tick:
+-- at most HZ samples a second, each weighing the periods since the last,
+-- and no timer interrupt of its own (docs/profiler.md, "Two timers").
+function Profiler:start(sample_rate_us, max_samples, options)
   check_profiler(self, "start")
   if sample_rate_us == nil then
     sample_rate_us = DEFAULT_RATE_US
@@ -121,11 +150,13 @@ function Profiler:start(sample_rate_us, max_samples)
   if max_samples < 0 or max_samples > 0x7fffffff then
     arg_error(2, "start", ("0 (unlimited) to 2147483647 samples expected, got %d"):format(max_samples))
   end
+  local timer = check_options(options)
   if core.profiler_state(self.core) == "running" then
     error("start: the profiler is already running; stop() it first", 2)
   end
   -- A start that fails (memory, the timer) leaves nothing behind.
-  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, listen, self)
+  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, timer,
+                        listen, self)
   if not ok then error("start: " .. tostring(err), 2) end
 end
 
