@@ -13,7 +13,7 @@
 ** thread's CPU time is read at the end of a window, which turns each
 ** group's share of the window's cycles into user, system and CPU
 ** microseconds.  A window ends at the first change of group once it is
-** PM_WINDOW_US old, and at commits, except that an event boundary leaves a
+** 1 ms old, and at commits, except that an event boundary leaves a
 ** younger window open: time off the CPU stays with the groups that ran
 ** around it, and short events share one clock read.
 */
