@@ -24,17 +24,11 @@
 ** whenever any record dies, so a stale entry is never used. */
 static atomic_uint epoch;
 #if defined(__GNUC__)
-#define PM_INLINE inline __attribute__((always_inline))
 /* initial-exec: a plain load, where the default model of a shared object
    calls __tls_get_addr on every access */
 #define PM_TLS_MODEL __attribute__((tls_model("initial-exec")))
-#define PM_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define PM_NOINLINE __attribute__((noinline))
 #else
-#define PM_INLINE inline
 #define PM_TLS_MODEL
-#define PM_UNLIKELY(x) (x)
-#define PM_NOINLINE
 #endif
 
 static _Thread_local PM_TLS_MODEL struct {

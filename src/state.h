@@ -21,6 +21,19 @@
 #include "group.h"
 #include "map.h"
 
+/* Hints for the hot paths (the hook, the allocator wrapper): what to keep
+** inline, and what to move out of line so that the common case needs no
+** register saved. */
+#if defined(__GNUC__)
+#define PM_INLINE inline __attribute__((always_inline))
+#define PM_NOINLINE __attribute__((noinline))
+#define PM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define PM_INLINE inline
+#define PM_NOINLINE
+#define PM_UNLIKELY(x) (x)
+#endif
+
 /* Tags in the low bits of a `known` value (the pointers are 8-aligned). */
 #define PM_TAG_MASK 7u
 enum {

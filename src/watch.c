@@ -17,13 +17,20 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
   }
 }
 
+/* A free of a block perfmon may have keyed: out of line, so that every
+** other call (most of them) goes straight on to the host's allocator
+** without saving a register. */
+static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
+  uintptr_t v = pm_map_get(&S->known, ptr);
+  if (v != 0)
+    forget(S, ptr, v);
+  return S->falloc(S->fud, ptr, osize, 0);
+}
+
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL && S->known.count != 0) {
-    uintptr_t v = pm_map_get(&S->known, ptr);
-    if (v != 0)
-      forget(S, ptr, v);
-  }
+  if (nsize == 0 && ptr != NULL && S->known.count != 0)
+    return watch_free(S, ptr, osize);
   return S->falloc(S->fud, ptr, osize, nsize);
 }
 
