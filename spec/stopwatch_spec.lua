@@ -555,6 +555,19 @@ describe("perfmon stopwatch", function()
       assert(windows < n / 2, ("%d CPU clock reads for %d events of 30 µs"):format(windows, n))
     end)
 
+    it("reads no CPU clock when no probe needs one (ticks alone)", function()
+      local A, a = timed_plugin("A")
+      local mon <close> = monitor{ "ticks" }
+      local n = 500
+      local w0 = perfmon.info().windows
+      local d = measure(mon, function()
+        for _ = 1, n do perfmon.event(function() a.run(5) end) end
+      end)
+      assert.are.equal(0, perfmon.info().windows - w0)
+      assert.are.equal(n, st(d, A).ticks)
+      assert.are.equal(n, d.process.ticks)
+    end)
+
     it("gives a long event among short ones its own durations", function()
       local A, a = timed_plugin("A")
       local mon <close> = monitor()

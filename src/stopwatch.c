@@ -138,11 +138,18 @@ static void hold (pm_CpuTime *p, const pm_CpuTime *t, double share) {
 ** its share of the window's cycles applied to it.  The share of cycles run
 ** in earlier periods goes to the totals; that of this period is held until
 ** its commit, so that a snapshot inside an event leaves the event out.  A
-** share above 100% (counter reset, unsynchronised CPUs) is discarded. */
+** share above 100% (counter reset, unsynchronised CPUs) is discarded.
+** Without the jank probe no cycles are counted, so there is nothing to
+** share, and no clock is read: a monitor of ticks alone would otherwise pay
+** a system call at every event boundary. */
 static void window_close (pm_State *S, uint64_t now) {
   pm_CpuTime now_time, dt;
-  uint64_t cycles = busy_cycles(S, now, S->window_cycles, S->window_blocked);
+  uint64_t cycles;
+  double part;
   pm_Group *g = S->windowed, *next;
+  if (!HAS(S, PM_PROBE_JANK))
+    return;
+  cycles = busy_cycles(S, now, S->window_cycles, S->window_blocked);
   pm_cputime(&now_time);
   pm_cputime_delta(&S->window_time, &now_time, &dt);
   if (cycles == UINT64_MAX)
@@ -157,14 +164,12 @@ static void window_close (pm_State *S, uint64_t now) {
     g->window_cycles = 0;
     g->open_cycles = 0;
   }
-  if (HAS(S, PM_PROBE_JANK)) {
-    double part = cycles > 0 ? window_in_period(S, now, cycles) : 1;
-    credit(&S->process, &dt, 1 - part);
-    hold(&S->period_time, &dt, part);
-    if (cycles > 0)
-      S->cpu_per_cycle = dt.cpu_us / (double)cycles;
-    measure_rate(S, now);
-  }
+  part = cycles > 0 ? window_in_period(S, now, cycles) : 1;
+  credit(&S->process, &dt, 1 - part);
+  hold(&S->period_time, &dt, part);
+  if (cycles > 0)
+    S->cpu_per_cycle = dt.cpu_us / (double)cycles;
+  measure_rate(S, now);
   S->windowed = NULL;
   S->window++;
   S->window_cycles = now;
