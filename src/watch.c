@@ -17,9 +17,9 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
   }
 }
 
-/* A free of a block perfmon may have keyed: out of line, so that every
-** other call (most of them) goes straight on to the host's allocator
-** without saving a register. */
+/* A free, of a block perfmon may have keyed: out of line, so that
+** allocations and resizes go straight on to the host's allocator without
+** saving a register. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
   uintptr_t v = pm_map_get(&S->known, ptr);
   if (v != 0)
