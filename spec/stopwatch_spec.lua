@@ -709,6 +709,37 @@ describe("perfmon stopwatch", function()
       assert_near(cpu(d2, B), 20 * MS, "B (20 ms of CPU; the host blocked in the same event)")
     end)
 
+    -- Cycles inside a blocking call are taken from the measures around it
+    -- when it ends; a measure that began inside it must lose only the part
+    -- after its beginning (it once lost all of it, and the event its time).
+    it("keeps the time of an event that begins inside a blocking call", function()
+      local _, _, B, b = blocking_plugins()
+      local mon <close> = monitor{ "jank", "blocking" }
+      local d = measure(mon, function()
+        perfmon.blocking(function()
+          os.execute("sleep 0.03")
+          perfmon.event_begin() -- the input came: the event begins in the wait
+        end)
+        b.run(10)
+        perfmon.event_end()
+      end)
+      assert_near(cpu(d, B), 10 * MS, "B (10 ms of CPU after the wait)")
+      assert.are.equal(1, st(d, B).durations[4], "B's event: 8 ms or more")
+      assert.are.equal(1, d.process.durations[4], "the event: 8 ms or more")
+    end)
+
+    it("charges the code that runs inside a blocking call (a nested event)", function()
+      local _, _, B, b = blocking_plugins()
+      local mon <close> = monitor{ "jank", "blocking" }
+      local d = measure(mon, function()
+        perfmon.blocking(function()
+          perfmon.event(function() b.run(10) end)
+          os.execute("sleep 0.03")
+        end)
+      end)
+      assert_near(cpu(d, B), 10 * MS, "B (10 ms of CPU inside the blocking call)")
+    end)
+
     -- The cycle counter runs while the thread is off the CPU (preempted by
     -- another process, or waiting in a call nobody marked).  Sleeping
     -- unmarked is that, on demand: with one CPU clock read per event, B's

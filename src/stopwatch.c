@@ -21,12 +21,26 @@ static uint64_t read_cycles (pm_State *S, uint32_t *cpu) {
   return HAS(S, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
 }
 
+/* Cycles spent blocked (off the CPU, in declared blocking calls) before
+** now, as a measure beginning now records them: a call still under way
+** counts up to now.  When that call ends its whole length is added to
+** blocked_cycles, so a measure that began inside it loses only the part
+** after its beginning; one that begins and ends inside it loses nothing
+** (busy_cycles), as the code that ran there was on the CPU. */
+static uint64_t blocked_at (const pm_State *S, uint64_t now) {
+  uint64_t since = S->blocking_since_cycles;
+  return S->blocked_cycles +
+         (S->blocking_depth > 0 && since != 0 && now >= since ? now - since
+                                                              : 0);
+}
+
 /* Cycles from since to now less those spent blocked since blocked0 (off the
 ** CPU: counting them would inflate the share of whoever was waiting), or
 ** UINT64_MAX when the counter went backwards. */
 static uint64_t busy_cycles (pm_State *S, uint64_t now, uint64_t since,
                              uint64_t blocked0) {
-  uint64_t blocked = S->blocked_cycles - blocked0;
+  uint64_t blocked =
+      S->blocked_cycles > blocked0 ? S->blocked_cycles - blocked0 : 0;
   return now >= since + blocked ? now - since - blocked : UINT64_MAX;
 }
 
@@ -173,7 +187,7 @@ static void window_close (pm_State *S, uint64_t now) {
   S->windowed = NULL;
   S->window++;
   S->window_cycles = now;
-  S->window_blocked = S->blocked_cycles;
+  S->window_blocked = blocked_at(S, now);
   S->window_time = now_time;
   S->window_thread = pm_os_thread();
 }
@@ -199,7 +213,7 @@ static void start (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   g->start_cycles = now;
   g->start_cpu = cpu;
   g->start_blocking = S->blocking_total;
-  g->start_blocked = S->blocked_cycles;
+  g->start_blocked = blocked_at(S, now);
   touch(S, g);
 }
 
@@ -360,7 +374,7 @@ static void commit (pm_State *S, int kind) {
       start(S, g, now, cpu);
   }
   S->period_cycles = now;
-  S->period_blocked = S->blocked_cycles;
+  S->period_blocked = blocked_at(S, now);
 }
 
 /* Marks now as the beginning of the period, the window and the measure of
@@ -368,7 +382,7 @@ static void commit (pm_State *S, int kind) {
 static void restart (pm_State *S) {
   uint32_t cpu;
   S->period_cycles = S->window_cycles = S->rate_cycles = read_cycles(S, &cpu);
-  S->period_blocked = S->window_blocked = S->blocked_cycles;
+  S->period_blocked = S->window_blocked = blocked_at(S, S->period_cycles);
   pm_cputime(&S->window_time);
   S->window_thread = pm_os_thread();
   S->rate_wall = pm_wall_us();
@@ -486,17 +500,16 @@ int pm_sw_blocking_begin (pm_State *S) {
 int pm_sw_blocking_end (pm_State *S) {
   if (S->blocking_depth == 0)
     return PERFMON_EMISUSE;
-  if (--S->blocking_depth == 0 && S->monitors > 0) {
+  if (S->blocking_depth == 1 && S->monitors > 0) {
     uint32_t cpu;
-    uint64_t now = read_cycles(S, &cpu);
-    if (S->blocking_since_cycles != 0 && now >= S->blocking_since_cycles)
-      S->blocked_cycles += now - S->blocking_since_cycles;
+    S->blocked_cycles = blocked_at(S, read_cycles(S, &cpu));
     if (HAS(S, PM_PROBE_BLOCKING)) {
       double d = pm_wall_us() - S->blocking_since;
       S->blocking_total += d;
       S->process.blocking_us += d;
     }
   }
+  S->blocking_depth--;
   return PERFMON_OK;
 }
 
