@@ -738,9 +738,13 @@ function STEPS.monitor(F)
     note(F, ("monitor %d %s"):format(i, drop and "dropped" or "closed"))
     table.remove(F.monitors, i)
     if drop then
+      local alive = setmetatable({ m }, { __mode = "v" })
       m = nil -- its finalizer closes it
       collectgarbage()
       collectgarbage()
+      -- unless a coroutine suspended inside OPS.monitor still holds it: then
+      -- it is not garbage, and stays open
+      if alive[1] then F.monitors[#F.monitors + 1] = alive[1] end
     else
       m:close()
       if F.rng:chance(0.3) then m:close() end -- twice does nothing
