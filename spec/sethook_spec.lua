@@ -74,6 +74,21 @@ describe("debug.sethook while perfmon monitors", function()
     assert.is_nil(d.hook_lost)
   end)
 
+  -- The refusal asks perfmon how many monitors are open; near the C stack
+  -- limit that question itself fails, and the answer must still be no.
+  it("refuses debug.sethook at every depth of the C stack", function()
+    local m <close> = perfmon.monitor{ "ticks" }
+    local function nest(n, f) -- n more C levels (a pcall each), then f()
+      if n == 0 then return f() end
+      return pcall(nest, n - 1, f)
+    end
+    local function try_sethook() pcall(debug.sethook, foreign, "c") end
+    for n = 150, 230 do
+      nest(n, try_sethook)
+      assert.equals("external hook", debug.gethook(), "at " .. n .. " nested pcalls")
+    end
+  end)
+
   it("gives debug.sethook back when the last monitor closes", function()
     local m1 = perfmon.monitor{ "ticks" }
     local m2 = perfmon.monitor{ "jank" }

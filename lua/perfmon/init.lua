@@ -189,13 +189,15 @@ local debuglib = package.loaded.debug
 local raw_sethook = debuglib and debuglib.sethook
 
 -- (kept by someone while monitors were open, it works again once they
--- are all closed)
+-- are all closed; when perfmon cannot even be asked, at the edge of the C
+-- stack or out of memory, it refuses: the hook stays)
 local function refused_sethook(...)
   local ok, info = pcall(core.info)
-  if not ok or info.monitors == 0 then return raw_sethook(...) end
-  error(("debug.sethook: perfmon is monitoring this Lua state (%d monitors "
-    .. "open) and needs its debug hook; close the monitors first")
-    :format(info.monitors), 2)
+  if ok and info.monitors == 0 then return raw_sethook(...) end
+  error(ok and ("debug.sethook: perfmon is monitoring this Lua state (%d monitors "
+    .. "open) and needs its debug hook; close the monitors first"):format(info.monitors)
+    or ("debug.sethook: perfmon needs its debug hook and could not check its "
+    .. "monitors (%s)"):format(tostring(info)), 2)
 end
 
 -- Called whenever a monitor opens or closes (closing may come from a
