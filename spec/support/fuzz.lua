@@ -844,6 +844,8 @@ function STEPS.garbage(F)
   local args = {}
   local n = F.rng:int(4) - 1
   for i = 1, n do args[i] = garbage(F) end
+  -- a reader that never returns nil (os.clock) hangs Lua's own load too
+  if entry[1] == "load" and args[1] == os.clock then args[1] = "return 1" end
   note(F, ("%s with %d garbage arguments"):format(entry[1], n))
   local ok, r = try(F, entry[1], entry[2], table.unpack(args, 1, n))
   -- garbage that happened to be valid: keep what it made
