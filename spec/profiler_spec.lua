@@ -924,6 +924,33 @@ describe("perfmon.profiler", function()
       assert.are.equal(512, tonumber(deepest)) -- the top 512 frames are kept
     end)
 
+    it("finish a stack overflow at the fastest rate, and say which samples were cut", function()
+      -- At 20 µs the overflow used to never end: each request walked the
+      -- whole stack (lua_sethook) and signals came faster than that.  The
+      -- timer now waits at least twice the profiler's own cost of a sample
+      -- (results().throttled counts how often), so the program keeps at
+      -- least half of its time; bench/profiler_depth.lua measures how much.
+      local ok, how, out = run_script([[
+        local Profiler = require("perfmon.profiler")
+        local function overflow(n) return 1 + overflow(n + 1) end
+        local p = Profiler.new()
+        p:start(10)
+        local ok, err = pcall(overflow, 1)
+        p:stop()
+        local r = p:results()
+        print(ok, err, r.samples, r.max_depth, r.truncated, r.throttled)
+      ]], 60)
+      assert.is_true(ok, how .. "\n" .. out)
+      local caught, err, n, max_depth, truncated, throttled =
+        out:match("^(%S+)\t(.-)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n$")
+      assert.are.equal("false", caught, out)
+      assert.matches("stack overflow", err)
+      assert.is_true(tonumber(n) > 0, out)
+      assert.are.equal("512", max_depth)
+      assert.is_true(tonumber(truncated) > 0, out) -- the deep samples say so
+      assert.is_true(tonumber(throttled) > 0, out) -- 10 µs is dearer than a sample
+    end)
+
     it("do not livelock the program when a sample takes longer than a period", function()
       -- 600 frames at 100 µs: a sample (a walk of 512 frames) costs about a
       -- period or more.  The periods the sampler itself spent used to be

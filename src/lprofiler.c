@@ -13,8 +13,8 @@
 
 #define PROFILER_MT "perfmon.profiler"
 
-static const char *const state_names[] = {"new", "running", "stopped",
-                                          "forced"};
+static const char *const state_names[] = {"new", "running", "stopped", "forced",
+                                          "collected"};
 
 /* PM_TIMER_*, as p:start's option `timer` names them */
 static const char *const timer_names[] = {"precise", "tick", NULL};
@@ -46,7 +46,10 @@ static int l_start (lua_State *L) {
   int timer = luaL_checkoption(L, 4, NULL, timer_names);
   int after = lua_isnoneornil(L, 5) ? 0 : 5;
   live_state(L); /* the state is not closing */
-  luaL_argcheck(L, rate > 0 && rate <= 60000000, 2, "out of range");
+  if (P->state == PM_PROF_COLLECTED)
+    return luaL_error(L, "the profiler was collected (a finalizer kept it "
+                         "after its __gc ran): make a new one");
+  luaL_argcheck(L, rate >= 10 && rate <= 60000000, 2, "out of range");
   luaL_argcheck(L, max >= 0 && max <= 0x7fffffff, 3, "out of range");
   if (after != 0)
     luaL_checktype(L, 5, LUA_TFUNCTION);
@@ -63,7 +66,8 @@ static int l_stop (lua_State *L) {
   return 0;
 }
 
-/* core.profiler_state(p) -> "new" | "running" | "stopped" | "forced" */
+/* core.profiler_state(p) -> "new" | "running" | "stopped" | "forced" |
+** "collected" */
 static int l_state (lua_State *L) {
   lua_pushstring(L, state_names[check_profiler(L)->state]);
   return 1;
@@ -123,8 +127,10 @@ static void set_num (lua_State *L, const char *k, double v) {
 ** every record by its index, after the allocation before it.
 */
 
-/* ... -> ... { file, line, name, what, group, group_id } per function */
+/* ... -> ... { file, line, name, what, group, group_id } per function;
+** once the state closes its groups are gone, and so are the fields. */
 static void push_funcs (lua_State *L, pm_Profiler *P, uint32_t n) {
+  int groups = pm_state_get(L) != NULL;
   uint32_t i;
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
@@ -139,7 +145,7 @@ static void push_funcs (lua_State *L, pm_Profiler *P, uint32_t n) {
     }
     lua_pushstring(L, f.what == 'C' ? "C" : (f.what == 'm' ? "main" : "Lua"));
     lua_setfield(L, -2, "what");
-    if (f.group != NULL) {
+    if (f.group != NULL && groups) {
       lua_pushstring(L, f.group->name);
       lua_setfield(L, -2, "group");
       set_int(L, "group_id", f.group->id);
@@ -210,6 +216,9 @@ static int dump (lua_State *L) {
   set_int(L, "total", (lua_Integer)P->total);
   set_int(L, "gc", (lua_Integer)P->gc);
   set_int(L, "dropped", (lua_Integer)P->dropped);
+  set_int(L, "truncated", (lua_Integer)P->truncated);
+  set_int(L, "throttled", (lua_Integer)P->throttled);
+  set_int(L, "max_depth", PM_PROF_DEPTH);
   set_int(L, "limit", P->limit);
   set_num(L, "micros",
           P->micros +
@@ -267,12 +276,14 @@ static int l_new (lua_State *L) {
 
 /* A running profiler stops when it is collected, which only happens as the
 ** state closes (it is anchored while it runs): the timer and the signal
-** handler go with it. */
+** handler go with it.  A finalizer may still hold it afterwards: it stays
+** COLLECTED, which start refuses. */
 static int profiler_gc (lua_State *L) {
   pm_Profiler *P = lua_touserdata(L, 1);
   if (P->state == PM_PROF_RUNNING)
     pm_profiler_stop(L, P, 1, PM_PROF_STOPPED);
   pm_profiler_free(P);
+  P->state = PM_PROF_COLLECTED;
   return 0;
 }
 

@@ -14,7 +14,6 @@
 #include "hook.h"
 #include "sampler.h"
 
-#define PROF_DEPTH 512 /* frames kept per sample, from the top */
 #define PROF_RING0 1024 /* samples room made at first */
 /* functions or stacks at most: indices + 1 and 4 times the count (the
 ** index's room) must fit in 32 bits */
@@ -30,7 +29,7 @@ static const char running_key = 'P';
 ** =======================================================
 */
 
-struct pm_Level { /* a frame of the stack sampled; P->levels: PROF_DEPTH */
+struct pm_Level { /* a frame of the stack sampled; P->levels: PM_PROF_DEPTH */
   const void *fn, *ci; /* its function; its CallInfo, for lua_getinfo */
   int defined, line;
   char what;
@@ -267,8 +266,9 @@ static void name_of (pm_Profiler *P, lua_State *L, int i, int n) {
 }
 
 /* Fills P->levels with the frames of L from level `skip` up, the top
-** first; returns how many. */
-static int walk (pm_Profiler *P, lua_State *L, int skip) {
+** first, PM_PROF_DEPTH at most (so that a sample costs no more in a deeper
+** stack); returns how many, and sets *cut when frames below were left. */
+static int walk (pm_Profiler *P, lua_State *L, int skip, int *cut) {
   pm_State *S = P->S;
   lua_Debug ar;
   int i, n = 0, level = skip;
@@ -285,14 +285,17 @@ static int walk (pm_Profiler *P, lua_State *L, int skip) {
     lv->line = ar.currentline;
     lv->what = ar.what[0] == 'm' ? 'm' : (ar.what[0] == 'C' ? 'C' : 'L');
     memcpy(lv->src, ar.short_src, sizeof(lv->src));
-    if (++n == PROF_DEPTH)
-      break; /* the frames below are cut off */
+    n++;
     if (P->fast) { /* the caller's CallInfo; the bottom one is base_ci */
       const void *up = pm_frame_caller(ar.i_ci);
       if (up == NULL || pm_frame_caller(up) == NULL)
         break;
       ar.i_ci = (struct CallInfo *)up;
     } else if (!lua_getstack(L, ++level, &ar)) {
+      break;
+    }
+    if (n == PM_PROF_DEPTH) {
+      *cut = 1;
       break;
     }
   }
@@ -381,12 +384,13 @@ static int ring_push (pm_Profiler *P, const pm_Sample *s) {
 
 void pm_profiler_sample (pm_Profiler *P, lua_State *L, unsigned weight) {
   pm_Sample s;
-  int n = walk(P, L, 0);
+  int cut = 0, n = walk(P, L, 0, &cut);
   uint32_t k, top;
   if (n == 0 || (top = intern_path(P, n)) == 0) {
     P->dropped++;
     return;
   }
+  P->truncated += cut;
   s.time_us = pm_realtime_us();
   s.weight = weight;
   s.node = top - 1;
@@ -408,7 +412,7 @@ void pm_profiler_sample (pm_Profiler *P, lua_State *L, unsigned weight) {
 ** finalizer called frame() while its tables were made) sees only the
 ** records there were when it began: new ones are appended. */
 int64_t pm_profiler_frame (lua_State *L, pm_Profiler *P, int skip) {
-  int n = walk(P, L, skip);
+  int cut = 0, n = walk(P, L, skip, &cut);
   uint32_t node = n > 0 ? intern_path(P, n) : 0;
   if (n == 0)
     return 0;
@@ -464,26 +468,61 @@ static pm_Profiler *profiler_of (lua_State *L, int up) {
   return (S != NULL && !S->closed) ? S->profiler : NULL;
 }
 
+/* The running profiler's userdata from the registry, or NULL. */
+static pm_Profiler *push_running (lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &running_key) == LUA_TUSERDATA)
+    return lua_touserdata(L, -1);
+  return NULL;
+}
+
+/* Makes co (at index idx of L, or L itself when idx is 0) the coroutine P
+** samples, and anchors it there for as long as it is: the signal handler
+** sets hooks on P->running, so it must not be collected meanwhile, however
+** the profiler was stopped and started in between.  Allocates nothing (the
+** anchor has the slot); where the stack has no room left, the main thread
+** stands in, which is always alive. */
+static void set_running (lua_State *L, pm_Profiler *P, int idx) {
+  lua_State *co = idx != 0 ? lua_tothread(L, idx) : L;
+  if (!lua_checkstack(L, 3)) {
+    P->running = P->S->main;
+    return;
+  }
+  idx = idx != 0 ? lua_absindex(L, idx) : 0;
+  if (push_running(L) == P &&
+      lua_getiuservalue(L, -1, PM_PROF_ANCHOR) == LUA_TTABLE) {
+    if (idx != 0)
+      lua_pushvalue(L, idx);
+    else
+      lua_pushthread(L);
+    lua_rawseti(L, -2, PM_ANCHOR_THREAD);
+    P->running = co;
+  } else { /* not the running profiler: nothing samples */
+    P->running = P->S->main;
+  }
+  lua_pop(L, 2);
+}
+
 /* coroutine.resume; upvalues: the original, the pm_State.  The original
 ** reports the coroutine's errors, but calling it can still raise (C stack
 ** overflow, memory): a tracked call runs protected, since P->running must
-** not stay on a coroutine that may then be collected (the signal handler
-** sets hooks on it). */
+** be set back to L whatever happens.  Once it returns, L runs again: the
+** profiler running then (it may have been stopped, or another started,
+** in co) samples L. */
 static int co_resume (lua_State *L) {
   pm_Profiler *P = profiler_of(L, 2);
-  lua_State *co = lua_tothread(L, 1), *prev;
+  lua_State *co = lua_tothread(L, 1);
   int status;
+  if (P != NULL && co != NULL)
+    set_running(L, P, 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   if (P == NULL || co == NULL) { /* not tracked: the original's errors */
     lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
     return lua_gettop(L);
   }
-  prev = P->running;
-  P->running = co;
   status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-  if (profiler_of(L, 2) == P)
-    P->running = prev;
+  if ((P = profiler_of(L, 2)) != NULL)
+    set_running(L, P, 0);
   return status == LUA_OK ? lua_gettop(L) : lua_error(L);
 }
 
@@ -516,17 +555,14 @@ static int co_wrapped (lua_State *L) {
   lua_State *co = lua_tothread(L, lua_upvalueindex(1));
   pm_State *S = lua_touserdata(L, lua_upvalueindex(2));
   pm_Profiler *P = profiler_of(L, 2);
-  lua_State *prev = NULL;
   int r;
   if (!S->closed && S->monitors > 0 && lua_gethook(co) != S->hook)
     pm_sampler_sethook(S, co, S->hook, LUA_MASKCALL | LUA_MASKRET);
-  if (P != NULL) {
-    prev = P->running;
-    P->running = co;
-  }
+  if (P != NULL)
+    set_running(L, P, lua_upvalueindex(1));
   r = resume_n(L, co, lua_gettop(L));
-  if (P != NULL && profiler_of(L, 2) == P)
-    P->running = prev;
+  if ((P = profiler_of(L, 2)) != NULL)
+    set_running(L, P, 0);
   if (r < 0) {
     int status = lua_status(co);
     if (status != LUA_OK && status != LUA_YIELD) { /* an error in co */
@@ -668,13 +704,6 @@ static void unpatch (lua_State *L, int anchor) {
 ** =======================================================
 */
 
-/* The running profiler's userdata from the registry, or NULL. */
-static pm_Profiler *push_running (lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &running_key) == LUA_TUSERDATA)
-    return lua_touserdata(L, -1);
-  return NULL;
-}
-
 static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
   return h != NULL && h != S->hook && h != pm_sampler_hook;
@@ -700,7 +729,7 @@ void pm_profiler_init (pm_Profiler *P, pm_State *S) {
 void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
   pm_State *S = P->S;
   pm_sampler_stop(P);
-  if (!S->closed) {
+  if (!S->closed && idx != 0) {
     if (lua_getiuservalue(L, idx, PM_PROF_ANCHOR) == LUA_TTABLE)
       unpatch(L, lua_gettop(L));
     lua_pop(L, 1);
@@ -734,7 +763,8 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   int anchor, top = lua_gettop(L);
   luaL_checkstack(L, 12, NULL);
   if (P->levels == NULL &&
-      (P->levels = raw_alloc(P, NULL, 0, PROF_DEPTH * sizeof(Level))) == NULL)
+      (P->levels = raw_alloc(P, NULL, 0, PM_PROF_DEPTH * sizeof(Level))) ==
+          NULL)
     luaL_error(L, "not enough memory");
   if (P->names == NULL &&
       (P->names = raw_alloc(P, NULL, 0, PROF_NAMES * sizeof(Name))) == NULL)
@@ -817,7 +847,7 @@ void pm_profiler_reset (pm_Profiler *P) {
   uint32_t limit = P->limit;
   free_records(P);
   P->limit = limit;
-  P->total = P->gc = P->dropped = 0;
+  P->total = P->gc = P->dropped = P->truncated = P->throttled = 0;
   P->micros = 0;
   P->since_us = pm_wall_us();
   P->start_realtime = P->state == PM_PROF_RUNNING ? pm_realtime_us() : 0;
@@ -826,7 +856,7 @@ void pm_profiler_reset (pm_Profiler *P) {
 void pm_profiler_free (pm_Profiler *P) {
   free_records(P);
   if (P->levels != NULL)
-    raw_alloc(P, P->levels, PROF_DEPTH * sizeof(Level), 0);
+    raw_alloc(P, P->levels, PM_PROF_DEPTH * sizeof(Level), 0);
   if (P->names != NULL)
     raw_alloc(P, P->names, PROF_NAMES * sizeof(Name), 0);
   P->levels = NULL;

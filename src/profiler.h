@@ -29,6 +29,7 @@
 #include "state.h"
 
 #define PM_PROF_NAME 48 /* bytes kept of a function's name */
+#define PM_PROF_DEPTH 512 /* frames kept per sample, from the top */
 
 /* user values of the profiler userdata */
 enum { PM_PROF_THREADS = 1, PM_PROF_ANCHOR, PM_PROF_NUV };
@@ -49,8 +50,16 @@ enum {
   PM_ANCHOR_SLOTS = PM_ANCHOR_THREAD
 };
 
-/* pm_Profiler.state; lprofiler.c names them */
-enum { PM_PROF_NEW, PM_PROF_RUNNING, PM_PROF_STOPPED, PM_PROF_FORCED };
+/* pm_Profiler.state; lprofiler.c names them.  COLLECTED: its __gc ran (a
+** finalizer may still hold it): its records are gone and it never starts
+** again. */
+enum {
+  PM_PROF_NEW,
+  PM_PROF_RUNNING,
+  PM_PROF_STOPPED,
+  PM_PROF_FORCED,
+  PM_PROF_COLLECTED
+};
 
 /* pm_Profiler.timer: the clock the timer runs on (sampler.c); lprofiler.c
 ** names them.  Either way the periods are counted on the thread's CPU
@@ -105,6 +114,13 @@ struct pm_Profiler {
   atomic_uint pending; /* periods since the last sample */
   atomic_int sampling; /* the hook is at work: no period is counted */
   int has_timer;
+  /* the one-shot timer's pacing (sampler.c): when and for how long it was
+  ** last armed, the signal's latency seen lately, the hook's last sample */
+  uint64_t armed_at, armed_ns;
+  uint64_t latency_ns, latency_min;
+  int latency_n;
+  _Atomic(uint64_t) work_ns;
+  uint64_t throttled; /* times the timer was armed past a period */
   long tid; /* the thread the timer signals, as gettid names it */
   pthread_t owner; /* the same thread */
   /* records */
@@ -122,6 +138,7 @@ struct pm_Profiler {
   uint64_t total, gc; /* periods sampled; those the collector took */
   uint64_t cycles, cycles_seen; /* collections finished; at last sample */
   uint64_t dropped; /* samples pushed out of the ring, or lost */
+  uint64_t truncated; /* samples of stacks deeper than PM_PROF_DEPTH */
   uint32_t nthreads;
   double since_us, micros; /* wall time running since reset */
   double start_realtime; /* of the first start since reset */
@@ -141,7 +158,8 @@ void pm_profiler_init (pm_Profiler *P, pm_State *S);
 ** then not running, and nothing of it is left behind. */
 void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
                         int timer, uint32_t max_samples, int after);
-/* Stops P, whose userdata is at index idx; state: PM_PROF_STOPPED or
+/* Stops P, whose userdata is at index idx (0 while the state closes: the
+** coroutine library is left as it is); state: PM_PROF_STOPPED or
 ** PM_PROF_FORCED.  Works while the state closes, from any OS thread, and
 ** neither allocates nor raises. */
 void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state);

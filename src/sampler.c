@@ -149,6 +149,7 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
       uint64_t end = thread_cpu_ns();
       P->cpu_mark = P->cpu_mark + d < end ? P->cpu_mark + d : end;
     }
+    atomic_store(&P->work_ns, d); /* the timer's pacing (rearm) */
     atomic_store(&P->sampling, 0);
   }
 }
@@ -223,7 +224,64 @@ static void count_periods (pm_Profiler *P) {
     P->cpu_mark += thread_cpu_ns() - now;
 }
 
-/* Async-signal-safe: atomics, clock_gettime, lua_sethook.  The periods
+#if PROF_TIMERS
+
+/* The smallest latency of the last PROF_LATENCY_RUN signals, from the
+** moment the timer was due to the handler: what a signal costs the thread
+** on its way in (tens of µs where a timer interrupt exits a virtual
+** machine).  The smallest, since a thread preempted meanwhile is late for
+** reasons that cost it nothing. */
+#define PROF_LATENCY_RUN 8
+
+static void note_latency (pm_Profiler *P, uint64_t entry) {
+  uint64_t due = P->armed_at + P->armed_ns;
+  uint64_t late = entry > due ? entry - due : 0;
+  if (P->latency_n == 0 || late < P->latency_min)
+    P->latency_min = late;
+  if (++P->latency_n == PROF_LATENCY_RUN) {
+    P->latency_ns = P->latency_min;
+    P->latency_n = 0;
+  }
+}
+
+static void arm (pm_Profiler *P, uint64_t delay_ns) {
+  struct itimerspec it;
+  memset(&it, 0, sizeof(it)); /* one shot: the handler arms the next */
+  it.it_value.tv_sec = (time_t)(delay_ns / 1000000000u);
+  it.it_value.tv_nsec = (long)(delay_ns % 1000000000u);
+  P->armed_at = mono_ns();
+  P->armed_ns = delay_ns;
+  timer_settime(timers[P->slot], 0, &it, NULL);
+}
+
+/* The next signal comes a period away, or later when the profiler's own
+** cost of this one was high: twice the signal's latency (its way out of
+** the handler takes about as long as its way in), the handler (a request
+** walks the stack) and the hook's last sample, PROF_PACE times over.  A
+** deep stack's walk also costs the program afterwards (it leaves the
+** caches cold), hence 3, not 2: the program keeps at least half of its
+** thread's time whatever the rate and however deep its stack, and a
+** put-off sample only weighs more.  The tick timer's lateness is the
+** scheduler tick's, no cost: it counts only the handler and the sample. */
+#define PROF_PACE 3
+static void rearm (pm_Profiler *P, uint64_t entry) {
+  uint64_t cost, delay;
+  if (P->timer == PM_TIMER_PRECISE)
+    note_latency(P, entry);
+  cost =
+      2 * P->latency_ns + (mono_ns() - entry) + atomic_exchange(&P->work_ns, 0);
+  delay = P->period_ns;
+  if (PROF_PACE * cost > delay) {
+    delay = PROF_PACE * cost;
+    P->throttled++;
+  }
+  arm(P, delay);
+}
+
+#endif
+
+/* Async-signal-safe: atomics, clock_gettime, lua_sethook, timer_settime.
+** The periods
 ** counted are the thread's CPU time, whichever clock the timer runs on
 ** (timer_clock): a thread blocked or idle asks for no sample, and one held
 ** up in C code, or signalled only at a scheduler tick, gets a heavier
@@ -236,8 +294,12 @@ static void on_signal (int sig, siginfo_t *si, void *uc) {
     atomic_fetch_add(&inflight[i], 1);
     P = atomic_load(&slots[i]);
     if (P != NULL && atomic_load(&P->tag) == tag) {
+      uint64_t entry = mono_ns();
       ours = 1;
       count_periods(P);
+#if PROF_TIMERS
+      rearm(P, entry);
+#endif
     }
     atomic_fetch_sub(&inflight[i], 1);
   }
@@ -338,7 +400,6 @@ static clockid_t timer_clock (const pm_Profiler *P) {
 const char *pm_sampler_start (pm_Profiler *P) {
 #if PROF_TIMERS
   struct sigevent ev;
-  struct itimerspec it;
   int i;
   P->tid = this_thread();
   P->owner = pthread_self();
@@ -373,10 +434,10 @@ const char *pm_sampler_start (pm_Profiler *P) {
   }
   P->has_timer = 1;
   P->cpu_mark = thread_cpu_ns();
-  it.it_interval.tv_sec = (time_t)(P->period_ns / 1000000000u);
-  it.it_interval.tv_nsec = (long)(P->period_ns % 1000000000u);
-  it.it_value = it.it_interval;
-  timer_settime(timers[i], 0, &it, NULL);
+  P->latency_ns = P->latency_min = 0;
+  P->latency_n = 0;
+  atomic_store(&P->work_ns, 0);
+  arm(P, P->period_ns);
   return NULL;
 #else
   (void)P;
@@ -415,8 +476,8 @@ void pm_sampler_stop (pm_Profiler *P) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   } else {
     struct timespec pause = {0, 500000};
+    release_slot(P); /* no handler re-arms the timer after this */
     timer_delete(timers[P->slot]);
-    release_slot(P);
     for (i = 0; i < 100 && pending_on(P->tid); i++)
       nanosleep(&pause, NULL); /* up to 50 ms for it to run */
     handler_release(pending_on(P->tid));

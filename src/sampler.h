@@ -1,9 +1,12 @@
 /*
 ** sampler.h -- asking Lua for samples: the timer, its signal, the hook.
 **
-** A POSIX timer sends SIGPROF to the thread that started the profiler:
-** every period of wall time ("precise"), or at the first scheduler tick
-** after each period of the thread's CPU time ("tick"; see timer_clock).
+** A one-shot POSIX timer sends SIGPROF to the thread that started the
+** profiler: after a period of wall time ("precise"), or at the first
+** scheduler tick after a period of the thread's CPU time ("tick"; see
+** timer_clock); the handler arms it again, later than a period when the
+** profiler's own cost was high (rearm), so that it never starves the
+** program.
 ** Either way the handler only counts the whole periods of the thread's
 ** CPU time and asks Lua for a sample by setting a count hook of 1 on the
 ** coroutine that runs and on the main thread (lua_sethook may be called

@@ -9,6 +9,7 @@
 #include <lualib.h>
 
 #include "hook.h"
+#include "profiler.h"
 #include "watch.h"
 
 static const char state_key = 'S'; /* its address keys the registry */
@@ -57,6 +58,8 @@ static int state_gc (lua_State *L) {
   pm_State *S = lua_touserdata(L, 1);
   if (S->closed)
     return 0;
+  if (S->profiler != NULL) /* one whose __gc ran and that was restarted */
+    pm_profiler_stop(L, S->profiler, 0, PM_PROF_STOPPED);
   pm_hook_close(S);
   pm_map_filter(&S->known, drop_record, S);
   pm_map_free(&S->known, S->falloc, S->fud);

@@ -223,15 +223,21 @@ local function func_copy(f)
 end
 
 --- The trie of every stack sampled since reset():
--- { samples, gc_samples, micros, children = { { func = {file, line, name,
---   what, group, group_id}, site = {file, line}, samples, self_count, data,
---   children }, ... } }.  Counts are sampling periods: a sample of weight w
--- counts w times; samples = self_count + the children's samples everywhere.
+-- { samples, gc_samples, micros, max_depth, truncated, throttled,
+--   children = { { func = {file, line, name, what, group, group_id},
+--   site = {file, line}, samples, self_count, data, children }, ... } }.
+-- Counts are sampling periods: a sample of weight w counts w times;
+-- samples = self_count + the children's samples everywhere.  A sample keeps
+-- the max_depth frames on the top of its stack; truncated counts the samples
+-- whose stack was deeper (their paths begin max_depth frames down).
+-- throttled counts the samples put off past a period because the profiler's
+-- own cost was high (a fast rate, a deep stack): they weigh more instead.
 function Profiler:results()
   check_profiler(self, "results")
   local d = snapshot(self)
   local nodes = d.nodes
   local root = { samples = d.total, gc_samples = d.gc, micros = math.floor(d.micros),
+                 max_depth = d.max_depth, truncated = d.truncated, throttled = d.throttled,
                  self_count = 0, children = {} }
   local made = {}
   for i = 1, d.n do -- a parent is always made before its children
