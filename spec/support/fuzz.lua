@@ -213,12 +213,7 @@ function OPS.nested(op) return perfmon.nested_loop(run, op[2]) end
 function OPS.blocking(op) return perfmon.blocking(run, op[2]) end
 function OPS.begin() return perfmon.event_begin() end
 OPS["end"] = function() return perfmon.event_end() end
-function OPS.overflow()
-  -- not while the profiler samples: a stack overflow under it does not
-  -- end (docs/reliability.md, known problems)
-  if FZ.profiling() then return spin(10) end
-  return overflow(1)
-end
+function OPS.overflow() return overflow(1) end
 function OPS.cstack() return cstack(1) end
 function OPS.sort(op)
   local t = { 3, 1, 2, 5, 4 }
@@ -884,22 +879,76 @@ function STEPS.load(F)
   if f then try(F, "a loaded chunk", f) end
 end
 
+-- Arguments start must refuse, each with "bad argument #n to 'start'".
+local BAD_STARTS = {
+  { 5 }, { 0 }, { -1 }, { 0.5 }, { 60000001 }, { "fast" }, { 1000, -1 },
+  { 1000, 0.5 }, { 1000, 0, { timer = "x" } }, { 1000, 0, { alert = 5 } },
+  { 1000, 0, "tick" },
+}
+
+-- A profiler whose __gc ran, kept by a finalizer: start must refuse it,
+-- and nothing of it may outlive the state.
+local function profiler_zombie(F, P)
+  local kept
+  do
+    local q = P.new()
+    setmetatable({}, { __gc = function() kept = q end })
+  end
+  collectgarbage()
+  collectgarbage()
+  if not kept then return end
+  local ok, e = pcall(kept.start, kept, 100)
+  if ok then
+    kept:stop()
+    fail(F, "a profiler started after its __gc had run")
+  elseif not tostring(e):find("the profiler was collected", 1, true) then
+    fail(F, "a collected profiler's start raised: " .. tostring(e))
+  end
+  try(F, "a collected profiler's results", kept.results, kept)
+end
+
+-- Stops and starts the running profiler inside a nested coroutine, which
+-- is then dropped: the coroutine it samples must stay alive.
+local function profiler_nested(F, p, rate)
+  local co = coroutine.create(function()
+    coroutine.resume(coroutine.create(function() p:stop() p:start(rate) end))
+  end)
+  try(F, "a profiler restarted in a nested coroutine", coroutine.resume, co)
+  co = nil -- luacheck: ignore (dropped, then collected)
+  collectgarbage()
+  local t = os.clock() + 0.002 -- ticks that would find it freed
+  while os.clock() < t do end
+end
+
 function STEPS.profiler(F)
   local P = F.profiler
   if not P then return end
-  note(F, "profiler")
   if not F.prof then
+    note(F, "profiler new")
     local ok, p = try(F, "profiler.new", P.new)
     if ok then F.prof = p end
     return
   end
   local p = F.prof
-  if F.profiling then
+  local what = F.rng:pick{ "toggle", "toggle", "toggle", "nested", "zombie", "bad start" }
+  note(F, "profiler " .. what)
+  if what == "zombie" then
+    profiler_zombie(F, P)
+  elseif what == "bad start" then
+    local a, q = F.rng:pick(BAD_STARTS), P.new()
+    local ok, e = pcall(q.start, q, a[1], a[2], a[3])
+    if ok or not tostring(e):find("bad argument #%d to 'start'") then
+      fail(F, "profiler:start(" .. tostring(a[1]) .. ", ...) did not refuse clearly: " .. tostring(e))
+    end
+  elseif what == "nested" and F.profiling then
+    profiler_nested(F, p, F.rng:pick{ 10, 100, 1000 })
+    F.profiling = p:is_profiling()
+  elseif F.profiling then
     try(F, "profiler:stop", p.stop, p)
     F.profiling = false
     try(F, "profiler:results", p.results, p)
   else
-    local ok = try(F, "profiler:start", p.start, p, F.rng:pick{ 1000, 5000, 1000000 }, F.rng:pick{ 0, 10, 1000 })
+    local ok = try(F, "profiler:start", p.start, p, F.rng:pick{ 10, 20, 1000, 5000, 1000000 }, F.rng:pick{ 0, 10, 1000 })
     F.profiling = ok
   end
 end
@@ -911,7 +960,7 @@ end
 local WEIGHTS = {
   plugin = 30, plugin_co = 10, pool = 8, host_only = 8, group = 4, attach = 5,
   monitor = 8, snapshot = 8, brackets = 6, gc = 3, garbage = 20, load = 3,
-  profiler = 2,
+  profiler = 4,
 }
 local ORDER = keys_sorted(WEIGHTS)
 
@@ -964,7 +1013,6 @@ function fuzz.run(opts)
       if #F.pool == 0 then return end
       return coroutine.close(F.pool[(k - 1) % #F.pool + 1])
     end,
-    profiling = function() return F.profiling end,
     sethook = opts.sethook ~= false,
     track = function(m) F.monitors[#F.monitors + 1] = m end,
     snapshot = function()
