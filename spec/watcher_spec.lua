@@ -260,14 +260,16 @@ describe("watcher alerts", function()
     assert.has_error(function() watcher.configure(3) end,
       "bad argument #1 to 'configure' (table expected, got number)")
     assert.has_error(function() watcher.configure { jank_treshold_us = 1 } end,
-      "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\")")
+      "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\" (settings: "
+      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, on_error))")
     assert.has_error(function() watcher.configure { jank_threshold_us = -1 } end,
-      "bad argument #1 to 'configure' ('jank_threshold_us' must be a number >= 0, got -1)")
+      "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got -1)")
     assert.has_error(function() watcher.configure { buffering_delay_ms = 0 / 0 } end)
     assert.has_error(function() watcher.configure { on_error = true } end,
       "bad argument #1 to 'configure' ('on_error' must be a function, got boolean)")
     assert.has_error(function() watcher.add_ticker(fn, 0) end,
-      "bad argument #2 to 'add_ticker' (positive number of ms expected, got 0)")
+      "bad argument #2 to 'add_ticker' (positive number of ms below 1e+12 expected, got 0)")
+    assert.has_error(function() watcher.add_ticker(fn, 0 / 0) end) -- it would never tick
     assert.has_error(function() watcher.remove_ticker(fn) end,
       "bad argument #1 to 'remove_ticker' (not a ticker)")
     assert.has_error(function() perfmon.animation("on") end)
@@ -275,6 +277,86 @@ describe("watcher alerts", function()
     assert.is_false(ok)
     assert.matches("bad argument #1 to '.*animation' %(boolean expected, got no value%)", err)
     assert.equal(DEFAULTS.jank_threshold_us, watcher.configure().jank_threshold_us) -- unchanged
+  end)
+
+  -- The core refused what configure had accepted: add_listener then failed
+  -- with "bad argument #2 to 'watch'" and every later configure{} raised.
+  it("accepts exactly the core's bounds for the thresholds, and keeps working after a refusal", function()
+    assert.has_error(function() watcher.configure { jank_threshold_us = math.maxinteger } end,
+      "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got "
+      .. math.maxinteger .. ")")
+    assert.has_error(function() watcher.configure { blocking_threshold_us = core.watch_max_us } end,
+      "bad argument #1 to 'configure' ('blocking_threshold_us' must be a number of µs in [0, 1e+15), got 1e+15)")
+    -- times 1000 this integer wraps around to a small positive number
+    assert.has_error(function() watcher.configure { input_window_ms = 0x4000000000000001 } end,
+      "bad argument #1 to 'configure' ('input_window_ms' must be a number of ms in [0, 1e+12), got "
+      .. 0x4000000000000001 .. ")")
+    assert.equal(DEFAULTS.jank_threshold_us, watcher.configure().jank_threshold_us)
+    local g, spin = plugin("bounds")
+    local n = 0
+    listen(g, function() n = n + 1 end) -- raised "bad argument #2 to 'watch'"
+    assert.same(DEFAULTS.jank_threshold_us, watcher.configure {}.jank_threshold_us)
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, n)
+    -- the largest values configure accepts, the core accepts too
+    local top = watcher.configure { jank_threshold_us = core.watch_max_us - 1,
+      blocking_threshold_us = core.watch_max_us - 1, input_window_ms = core.watch_max_us / 1000 - 1,
+      buffering_delay_ms = core.watch_max_us / 1000 - 1 }
+    assert.equal(core.watch_max_us - 1, top.jank_threshold_us)
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, n) -- nothing reaches a threshold of 31 years
+  end)
+
+  it("configures all or nothing: a refused call changes no setting", function()
+    local g, spin = plugin("all-or-nothing")
+    local n = 0
+    listen(g, function() n = n + 1 end)
+    local before = watcher.configure()
+    -- jank_threshold_us alone is fine: it must not be applied either
+    assert.has_error(function()
+      watcher.configure { jank_threshold_us = 10 * MS, blocking_threshold_us = math.maxinteger }
+    end)
+    assert.has_error(function() watcher.configure { buffering_delay_ms = 60000, on_error = 3 } end)
+    assert.same(before, watcher.configure())
+    perfmon.event(function() spin(25) end) -- over 10 ms, under the threshold kept
+    assert.equal(0, n)
+    perfmon.event(function() spin(70) end)
+    assert.equal(1, n) -- and delivered at once: the delay kept is 0
+  end)
+
+  it("reports an error object whose __tostring fails, and the other listeners still hear the batch", function()
+    local g, spin = plugin("bad-error-object")
+    local raises = setmetatable({}, { __tostring = function() error("__tostring bug") end })
+    local not_a_string = setmetatable({}, { __tostring = function() return 42 end })
+    local lines = {}
+    local stderr = io.stderr
+    io.stderr = { write = function(_, s) lines[#lines + 1] = s end }
+    local ok, err = pcall(function()
+      local heard, batches = 0, {}
+      listen(g, function() error(raises) end)
+      listen(g, function() heard = heard + 1 end)
+      listen("*", function() error(not_a_string) end)
+      listen("*", function(batch) batches[#batches + 1] = batch end)
+      perfmon.event(function() spin(70) end) -- the default on_error
+      assert.equal(1, heard)
+      assert.equal(1, #batches)
+      assert.equal(g.id, batches[1][1].source.id)
+      -- a handler that fails with such an object too: the fallback reports both
+      watcher.configure { on_error = function(e) error(e, 0) end }
+      perfmon.event(function() spin(70) end)
+      assert.equal(2, heard)
+      assert.equal(2, #batches)
+    end)
+    io.stderr = stderr
+    assert(ok, err)
+    assert.same({
+      ("perfmon.watcher: listener for %s failed: (error object is a table value)\n"):format(tostring(g)),
+      'perfmon.watcher: listener for "*" failed: (error object is a table value)\n',
+      "perfmon.watcher: error handler failed: (error object is a table value)"
+        .. " (handling: (error object is a table value))\n",
+      "perfmon.watcher: error handler failed: (error object is a table value)"
+        .. " (handling: (error object is a table value))\n",
+    }, lines)
   end)
 
   it("names the caller's line in argument errors", function()
@@ -370,7 +452,7 @@ describe("plugin watcher", function()
     assert.has_error(function() PluginWatcher.new { on_warning = print, alerts = "3" } end,
       "bad argument #1 to 'new' ('alerts' must be a number, got string)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, cpu_percent = 0 } end,
-      "bad argument #1 to 'new' ('cpu_percent' must be a positive number, got 0)")
+      "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 0)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, ignore = { 1 } } end,
       "bad argument #1 to 'new' ('ignore' must hold names: index 1 is a number)")
     local pw = new { on_warning = print }
@@ -378,6 +460,40 @@ describe("plugin watcher", function()
     pw:close()
     pw:close()
     assert.has_error(function() pw:poll() end, "poll: the plugin watcher is closed")
+  end)
+
+  it("refuses unknown options and out-of-range numbers, listing the valid options", function()
+    local line = debug.getinfo(1, "l").currentline
+    local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
+    assert.is_false(ok)
+    assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
+      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, ignore, kind, on_warning))")
+      :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
+    assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
+      "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")
+    assert.has_error(function() new { on_warning = print, alerts = 0.5 } end,
+      "bad argument #1 to 'new' ('alerts' must be a whole number >= 1, got 0.5)")
+    assert.has_error(function() new { on_warning = print, alerts = 0 / 0 } end)
+    assert.has_error(function() new { on_warning = print, cpu_window_ms = 1e300 } end,
+      "bad argument #1 to 'new' ('cpu_window_ms' must be a positive number of ms below 1e+12, got 1e+300)")
+    assert.has_error(function() new { on_warning = print, kind = 3 } end,
+      "bad argument #1 to 'new' ('kind' must be a group kind or \"*\", got number)")
+    assert.equal(0, core.info().monitors) -- none of them started
+    local pw = new { on_warning = print, alerts = 2.0, cpu_percent = 100, kind = "*" }
+    assert.equal(2, pw.alerts)
+  end)
+
+  it("names the mistake when a method is called with a dot", function()
+    local pw = new { on_warning = print }
+    assert.has_error(function() pw.close() end,
+      "bad argument #1 to 'close' (plugin watcher expected, got nil (call it as pw:close()))")
+    assert.has_error(function() pw.poll() end,
+      "bad argument #1 to 'poll' (plugin watcher expected, got nil (call it as pw:poll()))")
+    assert.has_error(function() pw.ignore("linter") end,
+      "bad argument #1 to 'ignore' (plugin watcher expected, got string (call it as pw:ignore()))")
+    pw:poll() -- still open and working
+    pw:close()
+    assert.equal(0, core.info().monitors)
   end)
 
   it("closes with <close>, releasing the watcher", function()

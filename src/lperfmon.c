@@ -396,9 +396,16 @@ static void add_bracket (lua_State *L, const char *name, lua_CFunction f,
 ** =======================================================
 */
 
+/* The bound of the watcher's thresholds and input window, in µs (1e15: 31
+** years; the wall clock minus an input window stays exact in a double).
+** It is exported as core.watch_max_us, which watcher.configure checks its
+** settings against: what configure accepts, watch accepts. */
+#define PM_WATCH_MAX_US 1e15
+
 static double check_us (lua_State *L, int arg) {
   lua_Number v = luaL_checknumber(L, arg);
-  luaL_argcheck(L, v >= 0 && v < 1e15, arg, "must be a number of µs >= 0");
+  luaL_argcheck(L, v >= 0 && v < PM_WATCH_MAX_US, arg,
+                "must be a number of µs in [0, 1e15)");
   return (double)v;
 }
 
@@ -487,6 +494,8 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
     lua_setfield(L, -2, probe_names[i]);
   }
   lua_setfield(L, -2, "probes");
+  lua_pushnumber(L, PM_WATCH_MAX_US);
+  lua_setfield(L, -2, "watch_max_us");
   add_bracket(L, "event", l_event, l_event_end);
   add_bracket(L, "nested_loop", l_nested_loop, l_nested_leave);
   add_bracket(L, "blocking", l_blocking, l_blocking_end);

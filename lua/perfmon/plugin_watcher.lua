@@ -29,19 +29,53 @@ local function arg_error(msg)
   args.error(1, "new", msg, 3) -- in check_options' helpers
 end
 
+-- The numeric options: what each must be, and the test (each false for
+-- NaN).  A count of alerts is a whole number (0.5 alerts would warn at the
+-- first); a share of one thread's CPU time cannot pass 100%, so a higher
+-- cpu_percent would never warn; a window is below the watcher's bound for
+-- ms (core.watch_max_us), which its ticker must meet.
+local MAX_MS = core.watch_max_us / 1000
+local function window(v) return v > 0 and v < MAX_MS end
+local NUMBERS = {
+  alerts = { "a whole number >= 1", function(v)
+    return v >= 1 and v < math.huge and v == math.floor(v) end },
+  alerts_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
+  cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
+  cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
+}
+
+local OPTION_NAMES = { on_warning = true, ignore = true }
+for k in pairs(DEFAULTS) do OPTION_NAMES[k] = true end
+local VALID = {}
+for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
+table.sort(VALID)
+VALID = table.concat(VALID, ", ")
+
+-- Every option is checked before anything starts: a typo (alert = 5) is an
+-- error, not a default silently kept.
 local function check_options(opts)
   if type(opts) ~= "table" then arg_error("table expected, got " .. type(opts)) end
+  for k in pairs(opts) do
+    if not OPTION_NAMES[k] then
+      arg_error(("unknown option %s (options: %s)"):format(
+        type(k) == "string" and ("%q"):format(k)
+          or "[" .. (math.type(k) and tostring(k) or type(k)) .. "]", VALID))
+    end
+  end
   if type(opts.on_warning) ~= "function" then
     arg_error("'on_warning' must be a function, got " .. type(opts.on_warning))
   end
-  for k, default in pairs(DEFAULTS) do
+  for k, check in pairs(NUMBERS) do
     local v = opts[k]
-    if v ~= nil and type(v) ~= type(default) then
-      arg_error(("'%s' must be a %s, got %s"):format(k, type(default), type(v)))
+    if v ~= nil and type(v) ~= "number" then
+      arg_error(("'%s' must be a number, got %s"):format(k, type(v)))
+    elseif v ~= nil and not check[2](v) then -- false for NaN too
+      arg_error(("'%s' must be %s, got %s"):format(k, check[1], tostring(v)))
     end
-    if type(v) == "number" and not (v > 0 and v < math.huge) then
-      arg_error(("'%s' must be a positive number, got %s"):format(k, tostring(v)))
-    end
+  end
+  if opts.kind ~= nil and (type(opts.kind) ~= "string" or opts.kind == "") then
+    arg_error("'kind' must be a group kind or \"*\", got "
+      .. (opts.kind == "" and "an empty string" or type(opts.kind)))
   end
   if opts.ignore ~= nil and type(opts.ignore) ~= "table" then
     arg_error("'ignore' must be a list of plugin names, got " .. type(opts.ignore))
@@ -50,6 +84,15 @@ local function check_options(opts)
     if type(name) ~= "string" then
       arg_error(("'ignore' must hold names: index %d is a %s"):format(i, type(name)))
     end
+  end
+end
+
+-- A method called with something else as self (pw.close() for pw:close())
+-- names the mistake instead of failing inside the plugin watcher.
+local function check_self(self, fname)
+  if getmetatable(self) ~= PluginWatcher then
+    args.error(1, fname, ("plugin watcher expected, got %s (call it as pw:%s())")
+      :format(type(self), fname), 2)
   end
 end
 
@@ -117,6 +160,7 @@ end
 -- over the last window.  Runs on its own after events; hosts with long idle
 -- periods may call it from their idle loop.
 function PluginWatcher:poll()
+  check_self(self, "poll")
   if self.closed then error("poll: the plugin watcher is closed", 2) end
   local now = core.wall_us()
   local snap = self.monitor:snapshot()
@@ -145,6 +189,7 @@ end
 
 --- Never warn about the plugin with this name (a group's name).
 function PluginWatcher:ignore(name)
+  check_self(self, "ignore")
   if type(name) ~= "string" then
     args.error(1, "ignore", "string expected, got " .. type(name))
   end
@@ -153,6 +198,7 @@ end
 
 --- Stops watching; closing twice does nothing.
 function PluginWatcher:close()
+  check_self(self, "close")
   if self.closed then return end
   self.closed = true
   watcher.remove_listener("*", self.on_alerts)

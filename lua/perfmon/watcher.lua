@@ -15,6 +15,27 @@ local perfmon = require("perfmon")
 
 local watcher = {}
 
+-- An error object as text, as lua.c reports one: a string or a number as
+-- it is, else what its __tostring returns if that is a string, else its
+-- type.  Never raises: it is the last resort of error reports, and an error
+-- in it would abort the dispatch that called it.
+local function describe(err)
+  local t = type(err)
+  if t == "string" or t == "number" then return tostring(err) end
+  local mt = getmetatable(err)
+  local meta = type(mt) == "table" and rawget(mt, "__tostring")
+  if meta then
+    local ok, s = pcall(meta, err)
+    if ok and type(s) == "string" then return s end
+  end
+  return ("(error object is a %s value)"):format(t)
+end
+
+-- A bad argument as an error shows it: a number as itself, else its type.
+local function number_or_type(v)
+  return math.type(v) and tostring(v) or type(v)
+end
+
 local settings = {
   jank_threshold_us = 64000, -- Firefox's jankAlertThreshold
   blocking_threshold_us = 64000,
@@ -22,7 +43,7 @@ local settings = {
   input_window_ms = 100, -- jank this soon after input is visible
   on_error = function(err, target)
     io.stderr:write(("perfmon.watcher: listener for %s failed: %s\n")
-      :format(target == "*" and '"*"' or tostring(target), tostring(err)))
+      :format(target == "*" and '"*"' or describe(target), describe(err)))
   end,
 }
 
@@ -47,13 +68,16 @@ local arg_error, callable = args.error, args.callable
 
 -- Calls fn(...); an error goes to the error handler, and if the handler
 -- fails too, to stderr: a listener never stops the others or the host.
+-- Nothing here runs unprotected but describe(), which cannot fail: an
+-- error object whose __tostring raises would otherwise abort the dispatch,
+-- and the rest of the batch would never be delivered.
 local function call(target, fn, ...)
   local ok, err = pcall(fn, ...)
   if not ok then
     local hok, herr = pcall(settings.on_error, err, target, fn)
     if not hok then
       io.stderr:write(("perfmon.watcher: error handler failed: %s (handling: %s)\n")
-        :format(tostring(herr), tostring(err)))
+        :format(describe(herr), describe(err)))
     end
   end
 end
@@ -122,17 +146,24 @@ end
 -- Listening
 ----------------------------------------------------------------------------
 
-local function watch()
-  core.watch(dispatch, settings.jank_threshold_us, settings.blocking_threshold_us,
-    settings.input_window_ms * 1000)
+-- 1000.0, not 1000: an integer setting times 1000 could wrap around.
+local function watch(s)
+  s = s or settings
+  core.watch(dispatch, s.jank_threshold_us, s.blocking_threshold_us,
+    s.input_window_ms * 1000.0)
 end
 
 -- The first listener or ticker opens the watcher's monitor; the last one
--- closes it.
+-- closes it.  A failure opening it leaves nothing open.
 local function retain()
   if nlisteners == 0 then
-    monitor = perfmon.monitor { "jank", "blocking" }
-    watch()
+    local m = perfmon.monitor { "jank", "blocking" }
+    local ok, err = pcall(watch)
+    if not ok then
+      m:close()
+      error(err, 0)
+    end
+    monitor = m
   end
   nlisteners = nlisteners + 1
 end
@@ -192,14 +223,17 @@ end
 -- listeners run).  Used by the plugin watcher for its CPU windows.
 function watcher.add_ticker(fn, interval_ms)
   args.check_callable(fn, 1, "add_ticker")
-  if math.type(interval_ms) == nil or interval_ms <= 0 then
-    arg_error(2, "add_ticker", "positive number of ms expected, got " .. tostring(interval_ms))
+  -- not (... > 0): NaN too, which would never tick, silently
+  if type(interval_ms) ~= "number"
+    or not (interval_ms > 0 and interval_ms * 1000.0 < core.watch_max_us) then
+    arg_error(2, "add_ticker", ("positive number of ms below %g expected, got %s")
+      :format(core.watch_max_us / 1000, number_or_type(interval_ms)))
   end
   for _, t in ipairs(tickers) do
     if rawequal(t.fn, fn) then arg_error(1, "add_ticker", "already a ticker") end
   end
   retain()
-  local interval = interval_ms * 1000
+  local interval = interval_ms * 1000.0
   tickers[#tickers + 1] = { fn = fn, interval = interval, due = core.wall_us() + interval }
   watch() -- the next event's end dispatches, and learns the new delay
 end
@@ -242,29 +276,54 @@ end
 -- Settings
 ----------------------------------------------------------------------------
 
-local CHECKS = {
-  jank_threshold_us = "number", blocking_threshold_us = "number",
-  buffering_delay_ms = "number", input_window_ms = "number",
-  on_error = "function",
+-- The durations, by unit: µs for 1, ms for 1000.0 (a float: an integer
+-- setting times 1000 could wrap around).  Their bound is the core's
+-- (core.watch_max_us, which core.watch checks the thresholds against): a
+-- bound of our own would let configure accept what watch then refuses.
+-- buffering_delay_ms never reaches the core, but shares the bound.
+local DURATIONS = {
+  jank_threshold_us = 1, blocking_threshold_us = 1,
+  buffering_delay_ms = 1000.0, input_window_ms = 1000.0,
 }
+local SETTING_NAMES = {}
+for k in pairs(settings) do SETTING_NAMES[#SETTING_NAMES + 1] = k end
+table.sort(SETTING_NAMES)
+SETTING_NAMES = table.concat(SETTING_NAMES, ", ")
 
---- Changes any of the settings; returns a copy of them all.
+local function check_setting(k, v)
+  local scale = DURATIONS[k]
+  if scale then
+    -- also false for NaN and infinities
+    if not (type(v) == "number" and v >= 0 and v * scale < core.watch_max_us) then
+      arg_error(1, "configure", ("'%s' must be a number of %s in [0, %g), got %s")
+        :format(k, scale == 1 and "µs" or "ms", core.watch_max_us / scale,
+          number_or_type(v)), 2)
+    end
+  elseif k == "on_error" then
+    if not callable(v) then
+      arg_error(1, "configure", ("'on_error' must be a function, got %s"):format(type(v)), 2)
+    end
+  else
+    arg_error(1, "configure", ("unknown setting %s (settings: %s)")
+      :format(type(k) == "string" and ("%q"):format(k) or "[" .. number_or_type(k) .. "]",
+        SETTING_NAMES), 2)
+  end
+end
+
+--- Changes any of the settings; returns a copy of them all.  All or
+-- nothing: a call that raises has changed no setting.
 function watcher.configure(t)
   if t ~= nil and type(t) ~= "table" then
     arg_error(1, "configure", "table expected, got " .. type(t))
   end
+  local new = {}
+  for k, v in pairs(settings) do new[k] = v end
   for k, v in pairs(t or {}) do
-    local want = CHECKS[k]
-    if not want then
-      arg_error(1, "configure", ("unknown setting %q"):format(tostring(k)))
-    elseif want == "function" and not callable(v) then
-      arg_error(1, "configure", ("'%s' must be a function, got %s"):format(k, type(v)))
-    elseif want == "number" and (type(v) ~= "number" or v < 0 or v ~= v or v == math.huge) then
-      arg_error(1, "configure", ("'%s' must be a number >= 0, got %s"):format(k, tostring(v)))
-    end
+    check_setting(k, v)
+    new[k] = v
   end
-  for k, v in pairs(t or {}) do settings[k] = v end
-  if nlisteners > 0 then watch() end
+  if nlisteners > 0 then watch(new) end -- before settings change: it may raise
+  settings = new
   local out = {}
   for k, v in pairs(settings) do out[k] = v end
   return out
