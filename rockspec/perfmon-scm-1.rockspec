@@ -57,6 +57,7 @@ build = {
     ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
     ["perfmon.plugin_watcher"] = "lua/perfmon/plugin_watcher.lua",
     ["perfmon.profiler"] = "lua/perfmon/profiler.lua",
+    ["perfmon.text"] = "lua/perfmon/text.lua",
     ["perfmon.watcher"] = "lua/perfmon/watcher.lua",
   },
 }

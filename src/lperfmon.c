@@ -45,15 +45,21 @@ static pm_Group *check_group (lua_State *L, int arg) {
   return pm_group_get(state(L), *id);
 }
 
+/* A name field of the table at 1.  The core keeps names as C strings, so a
+** NUL byte would cut one silently: it is refused. */
 static const char *field_string (lua_State *L, const char *key) {
   const char *s;
+  size_t len;
   if (lua_getfield(L, 1, key) != LUA_TSTRING)
     luaL_argerror(L, 1,
                   lua_pushfstring(L, "field '%s' must be a string, got %s", key,
                                   luaL_typename(L, -1)));
-  s = lua_tostring(L, -1);
-  if (*s == '\0')
+  s = lua_tolstring(L, -1, &len);
+  if (len == 0)
     luaL_argerror(L, 1, lua_pushfstring(L, "field '%s' is empty", key));
+  if (memchr(s, '\0', len) != NULL)
+    luaL_argerror(L, 1,
+                  lua_pushfstring(L, "field '%s' contains a NUL byte", key));
   return s;
 }
 

@@ -139,14 +139,13 @@ static uint32_t node_hash (pm_Profiler *P, uint32_t i) {
 }
 
 /* The index of the function of level lv, made on first sight; -1 when
-** memory ran out. */
+** memory ran out.  lv->name fits f->name: copy_name cut it (at a
+** character boundary, which a second cut here could split). */
 static int64_t func_intern (pm_Profiler *P, const Level *lv) {
   const char *name = lv->name;
   size_t nlen = strlen(name);
   uint32_t h = fnv(2166136261u, lv->src, strlen(lv->src)), j;
   pm_Func *f;
-  if (nlen >= PM_PROF_NAME)
-    nlen = PM_PROF_NAME - 1;
   h = fnv(h, name, nlen);
   h = mix(h, (uint64_t)(uintptr_t)lv->group);
   h = mix(h, (uint64_t)(int64_t)lv->defined * 8 + (uint64_t)lv->what);
@@ -232,10 +231,19 @@ static pm_Group *group_of (const pm_Set *set) {
   return set->g[0];
 }
 
+/* Copies a call's name into a PM_PROF_NAME buffer.  A long one is cut at
+** a UTF-8 character boundary, since half a character is not UTF-8 and the
+** Gecko export is JSON: where the first byte cut is a continuation byte
+** (10xxxxxx), its character began before the cut and is dropped whole
+** (3 bytes back at most: no character is longer than 4). */
 static void copy_name (char *to, const char *name) {
   size_t n = name ? strlen(name) : 0;
-  if (n >= PM_PROF_NAME)
+  int k;
+  if (n >= PM_PROF_NAME) {
     n = PM_PROF_NAME - 1;
+    for (k = 0; k < 3 && ((unsigned char)name[n] & 0xC0) == 0x80; k++)
+      n--;
+  }
   memcpy(to, name ? name : "", n);
   to[n] = '\0';
 }

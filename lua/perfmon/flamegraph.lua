@@ -17,9 +17,21 @@ local PALETTE = {
   brown = "#d3a877", magenta = "#ff6bd6", transparent = "#e0e0e0",
 }
 
+local text_utf8 = require("perfmon.text").utf8
+
+-- XML text: UTF-8, and without the control characters XML 1.0 forbids
+-- (all but tab, newline and return), which a name may hold.
 local function xml(s)
-  return (tostring(s):gsub("[<>&\"']", { ["<"] = "&lt;", [">"] = "&gt;", ["&"] = "&amp;",
-                                         ['"'] = "&quot;", ["'"] = "&apos;" }))
+  s = text_utf8(tostring(s)):gsub("[\0-\8\11\12\14-\31]", "\u{FFFD}")
+  return (s:gsub("[<>&\"']", { ["<"] = "&lt;", [">"] = "&gt;", ["&"] = "&amp;",
+                               ['"'] = "&quot;", ["'"] = "&apos;" }))
+end
+
+-- s shortened to fit `chars` characters, cut between characters.
+local function fit(s, chars)
+  s = text_utf8(s)
+  if utf8.len(s) <= chars then return s end
+  return s:sub(1, utf8.offset(s, chars - 1) - 1) .. ".."
 end
 
 local function node(name, color)
@@ -115,8 +127,7 @@ function flamegraph.svg(profile, opts)
       :format(x, y, w, row - 1, n.color))
     local chars = math.floor((w - 6) / 7)
     if chars >= 3 then
-      local text = #n.name <= chars and n.name or (n.name:sub(1, chars - 2) .. "..")
-      emit(('<text x="%.2f" y="%d">%s</text>'):format(x + 3, y + row - 5, xml(text)))
+      emit(('<text x="%.2f" y="%d">%s</text>'):format(x + 3, y + row - 5, xml(fit(n.name, chars))))
     end
     emit("</g>\n")
     table.sort(n.order, function(a, b) return a.name < b.name end)

@@ -31,8 +31,12 @@ gecko.array = array
 
 local ESC = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
 
+local text_utf8 = require("perfmon.text").utf8
+
+-- A JSON string: names may hold any bytes (a chunk name Lua cut in the
+-- middle of a character...), and JSON is UTF-8.
 local function quote(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
+  return '"' .. text_utf8(s):gsub('[%c"\\]', function(c)
     return ESC[c] or ("\\u%04x"):format(c:byte())
   end) .. '"'
 end

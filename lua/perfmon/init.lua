@@ -17,6 +17,7 @@ local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
 
 local args = require("perfmon.args")
 local arg_error = args.error
+local text_utf8 = require("perfmon.text").utf8
 
 -- A method called with something else as self (mon.close() for
 -- mon:close()) names the mistake instead of failing inside perfmon.
@@ -59,6 +60,10 @@ function perfmon.load(src, chunkname, env, group)
   if chunkname ~= nil and type(chunkname) ~= "string" then
     arg_error(2, "load", "string expected, got " .. type(chunkname))
   end
+  -- it names the chunk's group, which the C core would cut at a NUL
+  if chunkname and chunkname:find("\0", 1, true) then
+    arg_error(2, "load", "chunk name contains a NUL byte")
+  end
   check_env("load", 3, env, group)
   local fn, err = load(src, chunkname, "t", env)
   if not fn then return nil, err end
@@ -69,6 +74,10 @@ end
 function perfmon.loadfile(path, env, group)
   if type(path) ~= "string" then
     arg_error(1, "loadfile", "string expected, got " .. type(path))
+  end
+  -- loadfile would open the file named by the bytes before it
+  if path:find("\0", 1, true) then
+    arg_error(1, "loadfile", "path contains a NUL byte")
   end
   check_env("loadfile", 2, env, group)
   local fn, err = loadfile(path, "t", env)
@@ -284,7 +293,10 @@ function perfmon.json(snap)
     snap.time, cjson.encode(snap.process), cjson.encode(groups),
     snap.hook_lost and ',"hook_lost":true' or "")
   -- cjson writes an empty table as {}: memberships is always a list
-  return (text:gsub('"memberships":{}', '"memberships":[]'))
+  text = text:gsub('"memberships":{}', '"memberships":[]')
+  -- cjson passes the bytes of names through: JSON must be UTF-8 (invalid
+  -- bytes only occur inside strings, so the text stays JSON)
+  return text_utf8(text)
 end
 
 perfmon.info = core.info
