@@ -113,8 +113,8 @@ static void sleep_ms (long ms) {
 /* A perfmon_* call that fails is a bug in this host: stop. */
 static void pm_check (int rc, const char *call) {
   if (rc != PERFMON_OK) {
-    char msg[32];
-    snprintf(msg, sizeof(msg), "returned %d", rc);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "returned %d: %s", rc, perfmon_strerror(rc));
     die(call, msg);
   }
 }

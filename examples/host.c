@@ -156,6 +156,7 @@ static const char *code_name (int rc) {
     case PERFMON_OK: return "PERFMON_OK";
     case PERFMON_ENOTLOADED: return "PERFMON_ENOTLOADED";
     case PERFMON_EMISUSE: return "PERFMON_EMISUSE";
+    case PERFMON_EOTHERCOPY: return "PERFMON_EOTHERCOPY";
     default: return "an unknown code";
   }
 }
@@ -164,8 +165,8 @@ static const char *code_name (int rc) {
 static int expect (int rc, int want, const char *call) {
   if (rc == want)
     return 1;
-  fail("%s returned %d (%s), expected %s", call, rc, code_name(rc),
-       code_name(want));
+  fail("%s returned %d (%s: %s), expected %s", call, rc, code_name(rc),
+       perfmon_strerror(rc), code_name(want));
   return 0;
 }
 

@@ -11,10 +11,16 @@
 #include "hook.h"
 #include "stopwatch.h"
 
+/* No perfmon of this copy's runs here: never loaded, closing, or loaded
+** by another copy of perfmon's code, which these calls cannot reach. */
+static int missing (lua_State *L) {
+  return pm_state_other(L) != NULL ? PERFMON_EOTHERCOPY : PERFMON_ENOTLOADED;
+}
+
 static int with_state (lua_State *L, int (*f)(pm_State *S)) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
-    return PERFMON_ENOTLOADED;
+    return missing(L);
   pm_hook_settle(L, S);
   return f(S);
 }
@@ -51,7 +57,7 @@ int perfmon_poll (lua_State *L, double *next_ms) {
   pm_State *S = pm_state_get(L);
   double next;
   if (S == NULL)
-    return PERFMON_ENOTLOADED;
+    return missing(L);
   pm_hook_settle(L, S);
   next = pm_alert_poll(L, S);
   if (next_ms != NULL)
@@ -62,7 +68,7 @@ int perfmon_poll (lua_State *L, double *next_ms) {
 int perfmon_user_input (lua_State *L) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
-    return PERFMON_ENOTLOADED;
+    return missing(L);
   pm_alert_input(S);
   return PERFMON_OK;
 }
@@ -70,7 +76,27 @@ int perfmon_user_input (lua_State *L) {
 int perfmon_animation (lua_State *L, int on) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
-    return PERFMON_ENOTLOADED;
+    return missing(L);
   pm_alert_animation(S, on != 0);
   return PERFMON_OK;
+}
+
+/* Each code in words, with what to do about it. */
+const char *perfmon_strerror (int code) {
+  switch (code) {
+    case PERFMON_OK: return "no error";
+    case PERFMON_ENOTLOADED:
+      return "perfmon is not loaded in this lua_State, or the state is "
+             "closing (require(\"perfmon\") or luaopen_perfmon_core first)";
+    case PERFMON_EMISUSE:
+      return "perfmon marker misused: an end without its begin, an event "
+             "begun inside an event, or event loops nested too deep";
+    case PERFMON_EOTHERCOPY:
+      return "perfmon is loaded in this lua_State by another copy of the "
+             "module, which this copy's calls cannot reach (two copies "
+             "linked: link the host against the same library require loads, "
+             "or open the host's copy first: luaL_requiref(L, "
+             "\"perfmon.core\", luaopen_perfmon_core, 0))";
+    default: return "unknown perfmon error code";
+  }
 }

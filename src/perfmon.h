@@ -14,7 +14,17 @@
 ** Every function takes any thread of the lua_State that perfmon is loaded in
 ** (luaopen_perfmon_core, or require("perfmon") from Lua).  They never raise
 ** Lua errors: they return PERFMON_OK or a negative code saying what was
-** wrong, and a misuse leaves perfmon's state unchanged.
+** wrong (perfmon_strerror says it in words), and a misuse leaves perfmon's
+** state unchanged.
+**
+** These functions reach the perfmon that their own copy of perfmon's code
+** loaded.  A host that links perfmon (this API) while require("perfmon")
+** loads another copy, a perfmon/core.so, gets PERFMON_EOTHERCOPY from every
+** call: link the host against the library require loads, or have the
+** host's copy loaded first (luaL_requiref(L, "perfmon.core",
+** luaopen_perfmon_core, 0) before require("perfmon")).  A second copy's
+** luaopen_perfmon_core raises an error naming both files rather than run a
+** second perfmon in the same lua_State.
 */
 #ifndef PERFMON_H
 #define PERFMON_H
@@ -33,6 +43,12 @@
 #define PERFMON_OK 0
 #define PERFMON_ENOTLOADED (-1) /* perfmon was never loaded in this state */
 #define PERFMON_EMISUSE (-2) /* end without begin, begin inside an event */
+#define PERFMON_EOTHERCOPY (-3) /* loaded by another copy of perfmon */
+
+/* A message for a code these functions return: what went wrong and what to
+** do about it ("unknown perfmon error code" for any other int).  The
+** string is static: never free it. */
+PERFMON_API const char *perfmon_strerror (int code);
 
 /* Opens the C core; require("perfmon") calls it through package.cpath. */
 LUAMOD_API PERFMON_API int luaopen_perfmon_core (lua_State *L);

@@ -1,9 +1,16 @@
 /*
 ** state.c -- making, finding and closing the pm_State of a Lua universe.
 */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* dladdr */
+#endif
+
 #include "state.h"
 
 #include <string.h>
+#if defined(__linux__)
+#include <dlfcn.h>
+#endif
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -23,6 +30,94 @@ pm_State *pm_state_get (lua_State *L) {
   }
   return (S != NULL && !S->closed) ? S : NULL;
 }
+
+/*
+** {======================================================
+** One copy of perfmon per Lua state
+** =======================================================
+*/
+
+/* Two copies of perfmon's code in one process (a host linking perfmon
+** while require loads core.so, or two differently named core.so files)
+** each have their own state_key, and neither finds the other's pm_State.
+** So the registry also holds, under a name every copy knows, the address
+** of the state_key of the copy that owns the state: a copy that finds no
+** state of its own tells "never loaded" from "loaded by another copy". */
+#define STATE_MARK "perfmon.state"
+
+static int is_mark_name (lua_State *L, int idx) {
+  size_t len;
+  const char *s;
+  if (lua_type(L, idx) != LUA_TSTRING)
+    return 0;
+  s = lua_tolstring(L, idx, &len);
+  return len == sizeof(STATE_MARK) - 1 && memcmp(s, STATE_MARK, len) == 0;
+}
+
+/* The mark, found without making its name: a lookup by name may allocate
+** the string, and the C API must not raise.  NULL when no copy owns the
+** state (or one is still making it). */
+static const void *find_mark (lua_State *L) {
+  const void *owner = NULL;
+  if (!lua_checkstack(L, 2)) /* which never raises */
+    return NULL;
+  lua_pushnil(L);
+  while (lua_next(L, LUA_REGISTRYINDEX)) {
+    if (is_mark_name(L, -2)) {
+      owner = lua_touserdata(L, -1);
+      lua_pop(L, 2);
+      break;
+    }
+    lua_pop(L, 1);
+  }
+  return owner;
+}
+
+const void *pm_state_other (lua_State *L) {
+  const void *owner = find_mark(L);
+  return owner != &state_key ? owner : NULL;
+}
+
+/* The file a copy of perfmon was loaded from, by the address of its key:
+** the host program, or a core.so. */
+static const char *copy_file (const void *key) {
+#if defined(__linux__)
+  Dl_info info;
+  if (dladdr(key, &info) != 0 && info.dli_fname != NULL &&
+      info.dli_fname[0] != '\0')
+    return info.dli_fname;
+#endif
+  (void)key;
+  return "an unknown file";
+}
+
+/* A second copy makes no second pm_State: its hook would take the first
+** one's place on every thread it sees, and the two would each lose what
+** the other measures.  The error names both files. */
+static void refuse_second_copy (lua_State *L, const void *owner) {
+  luaL_error(L,
+             "perfmon: another copy of perfmon (%s) already runs in this "
+             "lua_State; this copy (%s) will not start a second one: load "
+             "perfmon.core from one file only, and link a C host against "
+             "the library that require loads",
+             copy_file(owner), copy_file(&state_key));
+}
+
+/* The slot is claimed (false) before anything is made, so that setting the
+** mark once the state is whole finds its name interned and its slot in
+** the registry: that cannot fail, and a state that failed on the way is
+** marked as nobody's. */
+static void claim_mark (lua_State *L) {
+  lua_pushboolean(L, 0);
+  lua_setfield(L, LUA_REGISTRYINDEX, STATE_MARK);
+}
+
+static void set_mark (lua_State *L) {
+  lua_pushlightuserdata(L, (void *)&state_key);
+  lua_setfield(L, LUA_REGISTRYINDEX, STATE_MARK);
+}
+
+/* }====================================================== */
 
 void *pm_alloc (pm_State *S, size_t n) {
   return S->falloc(S->fud, NULL, 0, n);
@@ -91,9 +186,14 @@ static void find_coroutine_functions (lua_State *L, pm_State *S) {
 ** later require makes a new one. */
 pm_State *pm_state_open (lua_State *L) {
   pm_State *S = pm_state_get(L);
+  const void *other;
   int watched;
   if (S != NULL)
     return S;
+  other = pm_state_other(L);
+  if (other != NULL)
+    refuse_second_copy(L, other);
+  claim_mark(L);
   pm_clock_init();
   S = lua_newuserdatauv(L, sizeof(*S), 0);
   memset(S, 0, sizeof(*S));
@@ -120,5 +220,6 @@ pm_State *pm_state_open (lua_State *L) {
                   "be kept safe across garbage collection");
   }
   S->closed = 0;
+  set_mark(L);
   return S;
 }

@@ -129,7 +129,11 @@ struct pm_State {
 
 /* state.c */
 pm_State *pm_state_get (lua_State *L); /* NULL when not loaded or closed */
-pm_State *pm_state_open (lua_State *L); /* makes it on first call */
+/* Makes it on first call; raises when another copy of perfmon's code
+** owns this state's pm_State.  pm_state_other: the address that copy
+** marked it with (which names its file), or NULL. */
+pm_State *pm_state_open (lua_State *L);
+const void *pm_state_other (lua_State *L);
 void *pm_alloc (pm_State *S, size_t n);
 void pm_free (pm_State *S, void *p, size_t n);
 char *pm_strdup (pm_State *S, const char *s);
