@@ -60,7 +60,9 @@ static void fail (const char *fmt, ...) {
 
 /* A state with the program's perfmon in package.preload (rel_newstate)
 ** and, for the Lua checks, CORE (the core.so require finds through
-** CPATH), TWIN, PROGRAM and HOST_OPEN, the program's luaopen_perfmon_core.
+** CPATH), TWIN, PROGRAM and HOST_OPEN, the program's luaopen_perfmon_core;
+** and REFUSED(open, running, this), which asserts that calling open, the
+** copy in file `this`, is refused with an error naming both files.
 ** own: whether require("perfmon") gets the program's copy; if not, the
 ** preload entry is removed and require loads core.so. */
 static lua_State *new_state (rel_Alloc *a, int own) {
@@ -83,7 +85,15 @@ static lua_State *new_state (rel_Alloc *a, int own) {
   lua_setglobal(L, "PROGRAM");
   if (rel_run(L, "=core",
               "CORE = assert(package.searchpath('perfmon.core', "
-              "package.cpath))") != LUA_OK)
+              "package.cpath))\n"
+              "function REFUSED(open, running, this)\n"
+              "  local ok, err = pcall(open)\n"
+              "  assert(not ok, this .. ' opened a second perfmon')\n"
+              "  assert(err:find('another copy of perfmon (' .. running .. "
+              "')', 1, true)\n"
+              "    and err:find('this copy (' .. this .. ')', 1, true),\n"
+              "    'the error does not name both files: ' .. err)\n"
+              "end") != LUA_OK)
     rel_die("core.so not found through %s: %s", cpath, lua_tostring(L, -1));
   return L;
 }
@@ -183,11 +193,7 @@ static void program_and_require (void) {
     fail("perfmon_strerror(PERFMON_EOTHERCOPY) does not say why: %s", msg);
   /* the program's copy opened by hand (luaL_requiref would do the same) */
   run(L, "=the program's copy opened second",
-      "local ok, err = pcall(HOST_OPEN)\n"
-      "assert(not ok, 'the program opened a second perfmon')\n"
-      "assert(err:find('another copy of perfmon (' .. CORE .. ')', 1, true)\n"
-      "  and err:find('this copy (' .. PROGRAM .. ')', 1, true),\n"
-      "  'the error does not name both files: ' .. err)\n");
+      "REFUSED(HOST_OPEN, CORE, PROGRAM)");
   run(L, "=Lua side, the second copy refused", plugin_event);
   api_calls(L, PERFMON_EOTHERCOPY, "program and require, after the refusal");
   close_state(L, &a, "program and require");
@@ -198,13 +204,8 @@ static void program_first (void) {
   lua_State *L = new_state(&a, 1);
   run(L, "=the program's copy, then core.so",
       "require('perfmon')\n"
-      "local open = assert(package.loadlib(CORE, 'luaopen_perfmon_core'))\n"
-      "local ok, err = pcall(open)\n"
-      "assert(not ok, CORE .. ' opened a second perfmon')\n"
-      "assert(err:find('another copy of perfmon (' .. PROGRAM .. ')', 1, "
-      "true)\n"
-      "  and err:find('this copy (' .. CORE .. ')', 1, true),\n"
-      "  'the error does not name both files: ' .. err)\n");
+      "REFUSED(assert(package.loadlib(CORE, 'luaopen_perfmon_core')),\n"
+      "        PROGRAM, CORE)");
   run(L, "=Lua side, program first", plugin_event);
   api_calls(L, PERFMON_OK, "program first");
   close_state(L, &a, "program first");
@@ -215,12 +216,8 @@ static void two_files (void) {
   lua_State *L = new_state(&a, 0);
   run(L, "=core.so, then its twin",
       "require('perfmon')\n"
-      "local open = assert(package.loadlib(TWIN, 'luaopen_perfmon_core'))\n"
-      "local ok, err = pcall(open)\n"
-      "assert(not ok, TWIN .. ' opened a second perfmon')\n"
-      "assert(err:find('another copy of perfmon (' .. CORE .. ')', 1, true)\n"
-      "  and err:find('this copy (' .. TWIN .. ')', 1, true),\n"
-      "  'the error does not name both files: ' .. err)\n");
+      "REFUSED(assert(package.loadlib(TWIN, 'luaopen_perfmon_core')),\n"
+      "        CORE, TWIN)");
   run(L, "=Lua side, two files", plugin_event);
   api_calls(L, PERFMON_EOTHERCOPY, "two files");
   close_state(L, &a, "two files");
