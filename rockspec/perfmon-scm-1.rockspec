@@ -44,6 +44,7 @@ build = {
         "src/sampler.c",
         "src/state.c",
         "src/stopwatch.c",
+        "src/trap.c",
         "src/watch.c",
       },
       incdirs = { "src" },

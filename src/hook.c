@@ -10,6 +10,7 @@
 #include "frame.h"
 #include "sampler.h"
 #include "stopwatch.h"
+#include "trap.h"
 #include "watch.h"
 
 #define PM_MASK (LUA_MASKCALL | LUA_MASKRET)
@@ -501,6 +502,7 @@ void pm_hook_choose (lua_State *L, pm_State *S) {
   const char *force = getenv("PERFMON_PATH");
   int forced = force != NULL && strcmp(force, "public") == 0;
   S->hook = !forced && pm_frame_verify(L) ? hook_fast : hook_public;
+  S->trap_direct = !forced && pm_trap_verify(L);
 }
 
 const char *pm_hook_path (pm_State *S) {

@@ -259,11 +259,13 @@ static int l_info (lua_State *L) {
   pm_State *S = state(L);
   int depth;
   size_t bytes = pm_hook_bytes(S, &depth);
-  lua_createtable(L, 0, 9);
+  lua_createtable(L, 0, 10);
   lua_pushstring(L, pm_clock_name());
   lua_setfield(L, -2, "clock");
   lua_pushstring(L, pm_hook_path(S));
   lua_setfield(L, -2, "path");
+  lua_pushstring(L, S->trap_direct ? "direct" : "lua_sethook");
+  lua_setfield(L, -2, "sethook");
   lua_pushinteger(L, S->monitors);
   lua_setfield(L, -2, "monitors");
   lua_pushboolean(L, pm_hook_lost(L, S));

@@ -741,11 +741,11 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
     if (lua_getiuservalue(L, idx, PM_PROF_ANCHOR) == LUA_TTABLE)
       unpatch(L, lua_gettop(L));
     lua_pop(L, 1);
-    pm_sampler_unrequest(S->main);
+    pm_sampler_unrequest(S, S->main);
     if (P->running != NULL)
-      pm_sampler_unrequest(P->running);
+      pm_sampler_unrequest(S, P->running);
     if (S->monitors > 0 && S->current != NULL)
-      pm_sampler_unrequest(S->current->L);
+      pm_sampler_unrequest(S, S->current->L);
   }
   if (S->profiler == P)
     S->profiler = NULL;

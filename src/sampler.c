@@ -25,6 +25,7 @@
 
 #include "hook.h"
 #include "profiler.h"
+#include "trap.h"
 
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
 #define PROF_TIMERS 1
@@ -63,28 +64,30 @@ static uint64_t long_ns (const pm_Profiler *P) {
 ** =======================================================
 */
 
-/* Asks for a sample at L's next instruction; returns whether it called
-** lua_sethook, which walks L's whole stack (settraps in ldebug.c), so
-** that a request costs in proportion to the stack's depth.  It is made
-** again at every tick until answered, count mask or not: the interpreter
-** may have just cleared the request's trap (luaG_traceexec, with hooks
-** off when it looked), which only lua_sethook sets again. */
+/* Asks for a sample at L's next instruction; returns whether it set the
+** hook, which walks L's whole stack where the direct way (trap.h) failed
+** its check.  It is made again at every tick until answered, count mask
+** or not: the interpreter may have just put the request's mark down
+** (luaG_traceexec, with hooks off when it looked), and only a new request
+** sets it again. */
 static int request (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
+  int mask = LUA_MASKCOUNT;
   if (h == NULL)
-    lua_sethook(L, pm_sampler_hook, LUA_MASKCOUNT, 1);
+    h = pm_sampler_hook;
   else if (h == pm_sampler_hook || h == S->hook)
-    lua_sethook(L, h, lua_gethookmask(L) | LUA_MASKCOUNT, 1);
+    mask |= lua_gethookmask(L);
   else
     return 0; /* a foreign hook (debug.sethook) is left alone: no sample */
+  pm_trap_sethook(L, h, mask, 1, S->trap_direct);
   return 1;
 }
 
-void pm_sampler_unrequest (lua_State *L) {
+void pm_sampler_unrequest (pm_State *S, lua_State *L) {
   int mask = lua_gethookmask(L);
   if (mask & LUA_MASKCOUNT) {
     mask &= ~LUA_MASKCOUNT;
-    lua_sethook(L, mask ? lua_gethook(L) : NULL, mask, 0);
+    pm_trap_sethook(L, mask ? lua_gethook(L) : NULL, mask, 0, S->trap_direct);
   }
 }
 
@@ -98,13 +101,13 @@ static lua_State *target (pm_Profiler *P) {
 
 static void unrequest_all (pm_Profiler *P, lua_State *L) {
   lua_State *t = target(P);
-  pm_sampler_unrequest(L);
+  pm_sampler_unrequest(P->S, L);
   if (t != L)
-    pm_sampler_unrequest(t);
+    pm_sampler_unrequest(P->S, t);
   if (P->running != L && P->running != t)
-    pm_sampler_unrequest(P->running);
+    pm_sampler_unrequest(P->S, P->running);
   if (P->S->main != L && P->S->main != t)
-    pm_sampler_unrequest(P->S->main);
+    pm_sampler_unrequest(P->S, P->S->main);
 }
 
 /* The time the hook spends is the profiler's, not the program's: on the
@@ -130,7 +133,7 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
   }
   P = S->profiler;
   if (P == NULL) {
-    pm_sampler_unrequest(L);
+    pm_sampler_unrequest(S, L);
     return;
   }
   own = P->has_timer && pthread_equal(pthread_self(), P->owner);
@@ -200,8 +203,8 @@ static void chain (int sig, siginfo_t *si, void *uc) {
 }
 
 /* Counts the whole periods of the thread's CPU time since the last count
-** and asks for a sample.  A long request (lua_sethook walks the stack: a
-** deep one) is kept out of the count, as a long sample is: the periods
+** and asks for a sample.  A long request (one through lua_sethook walks
+** the stack: a deep one) is kept out of the count, as a long sample is: the periods
 ** are the program's CPU time, and the profiler cannot starve it. */
 static void count_periods (pm_Profiler *P) {
   uint64_t now, k, w0;
@@ -257,11 +260,11 @@ static void arm (pm_Profiler *P, uint64_t delay_ns) {
 /* The next signal comes a period away, or later when the profiler's own
 ** cost of this one was high: twice the signal's latency (its way out of
 ** the handler takes about as long as its way in), the handler (a request
-** walks the stack) and the hook's last sample, PROF_PACE times over.  A
-** deep stack's walk also costs the program afterwards (it leaves the
-** caches cold), hence 3, not 2: the program keeps at least half of its
-** thread's time whatever the rate and however deep its stack, and a
-** put-off sample only weighs more.  The tick timer's lateness is the
+** walks the stack where it goes through lua_sethook: trap.h) and the
+** hook's last sample, PROF_PACE times over.  A walk also costs the program
+** afterwards (it leaves the caches cold), hence 3, not 2: the program
+** keeps at least half of its thread's time whatever the rate and however
+** deep its stack, and a put-off sample only weighs more.  The tick timer's lateness is the
 ** scheduler tick's, no cost: it counts only the handler and the sample. */
 #define PROF_PACE 3
 static void rearm (pm_Profiler *P, uint64_t entry) {
@@ -280,12 +283,11 @@ static void rearm (pm_Profiler *P, uint64_t entry) {
 
 #endif
 
-/* Async-signal-safe: atomics, clock_gettime, lua_sethook, timer_settime.
-** The periods
-** counted are the thread's CPU time, whichever clock the timer runs on
-** (timer_clock): a thread blocked or idle asks for no sample, and one held
-** up in C code, or signalled only at a scheduler tick, gets a heavier
-** sample later. */
+/* Async-signal-safe: atomics, clock_gettime, pm_trap_sethook (as
+** lua_sethook is), timer_settime.  The periods counted are the thread's
+** CPU time, whichever clock the timer runs on (timer_clock): a thread
+** blocked or idle asks for no sample, and one held up in C code, or
+** signalled only at a scheduler tick, gets a heavier sample later. */
 static void on_signal (int sig, siginfo_t *si, void *uc) {
   int saved = errno, ours = 0;
   if (si->si_code == SI_TIMER && si->si_value.sival_int >= 0) {

@@ -11,7 +11,7 @@
 ** CPU time and asks Lua for a sample by setting a count hook of 1 on the
 ** coroutine that runs and on the main thread (lua_sethook may be called
 ** from a signal handler: ldebug.c says so, and lua.c stops a script on
-** Ctrl-C that way).  The sample is taken at the next instruction, in the
+** Ctrl-C that way; trap.h does what it does without walking the stack).  The sample is taken at the next instruction, in the
 ** hook, at a safe point, by profiler.c.
 **
 ** One hook serves the profiler and the monitor: while a monitor is open the
@@ -32,7 +32,7 @@ const char *pm_sampler_start (pm_Profiler *P);
 ** meet SIGPROF's default action.  From any thread. */
 void pm_sampler_stop (pm_Profiler *P);
 /* Takes back a count request on L, keeping the monitor's hook. */
-void pm_sampler_unrequest (lua_State *L);
+void pm_sampler_unrequest (pm_State *S, lua_State *L);
 
 /* The hook the profiler puts on a thread that has none, for one count
 ** event; the monitor's hook (hook.c) hands its count events here too. */

@@ -1,0 +1,198 @@
+/*
+** trap.c -- the direct hook setting of trap.h, and its start-up check.
+*/
+#include "trap.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lauxlib.h>
+
+/*
+** {======================================================
+** Lua 5.4's private layout (lstate.h, 5.4.3 to 5.4.6)
+** =======================================================
+*/
+
+#define CIST_C (1 << 1) /* the frame runs a C function */
+
+typedef struct TrapCI TrapCI;
+struct TrapCI { /* CallInfo */
+  void *func, *top;
+  TrapCI *previous, *next;
+  union {
+    struct {
+      const void *savedpc;
+      volatile sig_atomic_t trap; /* look at the hook before the next op */
+      int nextraargs;
+    } l;
+    struct {
+      void *k;
+      ptrdiff_t old_errfunc;
+      intptr_t ctx;
+    } c;
+  } u;
+  int u2;
+  short nresults;
+  unsigned short callstatus;
+};
+
+typedef struct TrapState { /* lua_State, up to its hook fields */
+  void *next;
+  unsigned char tt, marked, status, allowhook;
+  unsigned short nci;
+  void *top, *l_G;
+  TrapCI *ci; /* the running frame */
+  void *stack_last, *stack, *openupval, *tbclist, *gclist, *twups;
+  void *errorJmp;
+  TrapCI base_ci;
+  volatile lua_Hook hook;
+  ptrdiff_t errfunc;
+  uint32_t nCcalls;
+  int oldpc, basehookcount, hookcount;
+  volatile sig_atomic_t hookmask;
+} TrapState;
+
+/* }====================================================== */
+
+/* The order of lua_sethook's writes, with the mark on the top Lua frame
+** (below any C frames running over it) instead of on every Lua frame;
+** call and return events need no mark at all (ldo.c looks at the mask). */
+void pm_trap_sethook (lua_State *L, lua_Hook h, int mask, int count,
+                      int direct) {
+  TrapState *s = (TrapState *)L;
+  TrapCI *ci;
+  if (!direct) {
+    lua_sethook(L, h, mask, count);
+    return;
+  }
+  if (h == NULL || mask == 0) {
+    h = NULL;
+    mask = 0;
+  }
+  s->hook = h;
+  s->basehookcount = count;
+  s->hookcount = count;
+  s->hookmask = mask;
+  if (mask & LUA_MASKCOUNT) {
+    for (ci = s->ci; ci != NULL && (ci->callstatus & CIST_C); ci = ci->previous)
+      ;
+    if (ci != NULL)
+      ci->u.l.trap = 1;
+  }
+}
+
+/*
+** {======================================================
+** The start-up check
+** =======================================================
+*/
+
+static _Thread_local struct {
+  int events;
+  int ok;
+} check;
+
+static void check_hook (lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  check.events++;
+  pm_trap_sethook(L, NULL, 0, 0, check.ok); /* step 3's, directly */
+}
+
+/* The frame below the probe, which is a Lua one, and whose mark is down:
+** the hook event that step 1 (or 3) asked for has been answered, and the
+** instruction after it found no hook and put the mark down. */
+static TrapCI *lua_caller (lua_State *L) {
+  TrapState *s = (TrapState *)L;
+  lua_Debug top, caller;
+  if (!lua_getstack(L, 0, &top) || !lua_getstack(L, 1, &caller) ||
+      (void *)s->ci != (void *)top.i_ci ||
+      (void *)s->ci->previous != (void *)caller.i_ci ||
+      !(s->ci->callstatus & CIST_C) || (s->ci->previous->callstatus & CIST_C))
+    return NULL;
+  return s->ci->previous->u.l.trap == 0 ? s->ci->previous : NULL;
+}
+
+/* Whether two frames agree but for their marks, on the fields that a Lua
+** frame always sets. */
+static int same_frame (const TrapCI *a, const TrapCI *b) {
+  return a->func == b->func && a->top == b->top && a->previous == b->previous &&
+         a->next == b->next && a->u.l.savedpc == b->u.l.savedpc &&
+         a->nresults == b->nresults && a->callstatus == b->callstatus;
+}
+
+/* Whether lua_sethook writes what the layout says, reading only. */
+static int layout_agrees (lua_State *L) {
+  TrapState *s = (TrapState *)L;
+  TrapCI *ci = lua_caller(L), before;
+  int ok;
+  if (ci == NULL)
+    return 0;
+  before = *ci;
+  lua_sethook(L, check_hook, LUA_MASKCOUNT | LUA_MASKCALL, 12345);
+  ok = s->hook == check_hook && s->hookmask == (LUA_MASKCOUNT | LUA_MASKCALL) &&
+       s->basehookcount == 12345 && s->hookcount == 12345 &&
+       ci->u.l.trap == 1 && same_frame(&before, ci);
+  lua_sethook(L, NULL, 0, 0);
+  return ok && s->hook == NULL && s->hookmask == 0 && s->basehookcount == 0;
+}
+
+/* The steps of the check, called from Lua with the step's number:
+** 1. a count event through lua_sethook, answered at the next instruction,
+**    whose hook takes itself off;
+** 2. the layout read against what lua_sethook writes;
+** 3. a count event asked for directly, whose hook takes itself off
+**    directly: the hook fields and the caller's mark must be as lua_sethook
+**    leaves them;
+** 4. the event came, once, and the hook is off. */
+static int probe (lua_State *L) {
+  TrapCI *ci;
+  switch ((int)lua_tointeger(L, 1)) {
+    case 1: lua_sethook(L, check_hook, LUA_MASKCOUNT, 1); break;
+    case 2: check.ok = check.events == 1 && layout_agrees(L); break;
+    case 3:
+      if (!check.ok || (ci = lua_caller(L)) == NULL) {
+        check.ok = 0;
+        break;
+      }
+      check.events = 0;
+      pm_trap_sethook(L, check_hook, LUA_MASKCOUNT, 1, 1);
+      check.ok = lua_gethook(L) == check_hook &&
+                 lua_gethookmask(L) == LUA_MASKCOUNT &&
+                 lua_gethookcount(L) == 1 && ci->u.l.trap == 1;
+      break;
+    case 4:
+      check.ok = check.ok && check.events == 1 && lua_gethook(L) == NULL &&
+                 lua_gethookmask(L) == 0 && lua_gethookcount(L) == 0;
+      break;
+  }
+  return 0;
+}
+
+/* Protected: loading the check can raise a memory error. */
+static int run_check (lua_State *L) {
+  if (luaL_loadstring(L, "local probe = ...\n"
+                         "probe(1) local a = 1 local b = a + 1\n"
+                         "probe(2) local c = b + 1 local d = c + 1\n"
+                         "probe(3) local e = d + 1 local f = e + 1\n"
+                         "probe(4) return f\n") != LUA_OK)
+    return lua_error(L);
+  lua_pushcfunction(L, probe);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+int pm_trap_verify (lua_State *L) {
+  lua_Hook old = lua_gethook(L);
+  int mask = lua_gethookmask(L), count = lua_gethookcount(L), status;
+  check.events = check.ok = 0;
+  lua_pushcfunction(L, run_check);
+  status = lua_pcall(L, 0, 0, 0);
+  lua_sethook(L, old, mask, count); /* the check's hook must not stay */
+  if (status != LUA_OK)
+    lua_error(L); /* out of memory: perfmon cannot start */
+  return check.ok;
+}
+
+/* }====================================================== */
