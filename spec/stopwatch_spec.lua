@@ -296,6 +296,33 @@ describe("perfmon stopwatch", function()
       assert_near(cpu(d, A), 40 * MS, "A (20 + 20, not the host's 60)")
     end)
 
+    it("attributes a coroutine suspended 20,000 frames deep before the monitor opened", function()
+      -- its frames are all seeded when it is first resumed under the
+      -- monitor, so that the outermost one's stopwatch runs
+      local A, a = plugin("A", [[
+        local M = {}
+        local function rec(n)
+          if n == 0 then coroutine.yield() spin(20) return 0 end
+          local r = rec(n - 1)
+          return r + 1
+        end
+        function M.make() return coroutine.create(rec) end
+        return M]])
+      local co = a.make()
+      assert(coroutine.resume(co, 20000)) -- suspended at the bottom
+      local mon <close> = monitor()
+      local d = measure(mon, function()
+        perfmon.event(function()
+          host_spin(30)
+          local ok, depth = coroutine.resume(co)
+          assert(ok and depth == 20000, depth)
+          host_spin(30)
+        end)
+      end)
+      assert_near(cpu(d, A), 20 * MS, "A (20, not the host's 60)")
+      assert.are.equal(1, st(d, A).ticks) -- the one resume enters A
+    end)
+
     it("attributes a coroutine started before the monitor and resumed after it", function()
       -- the body's work after the yield is inline (no call), in a frame
       -- entered before any hook was set

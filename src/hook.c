@@ -272,21 +272,53 @@ static PM_INLINE uintptr_t function_of (pm_State *S, lua_State *L,
   return v;
 }
 
+/* Finds the CallInfo of every level from `from` down, into the shadow
+** stack's own slots, outermost at 0 (t has no frame yet): down the
+** callers on the fast path (frame.h), O(depth); by lua_getstack
+** otherwise, O(level) each.  Returns how many slots it filled: with no
+** memory for every level, the outermost ones. */
+static int seed_find (pm_Thread *t, lua_State *L, int from, int fast) {
+  lua_Debug ar;
+  const void *ci, *top;
+  int depth = 0, i;
+  if (!lua_getstack(L, from, &ar))
+    return 0;
+  top = ar.i_ci;
+  if (fast) {
+    for (ci = top; pm_frame_caller(ci) != NULL; ci = pm_frame_caller(ci))
+      depth++; /* the bottom CallInfo (base_ci) is no level */
+  } else {
+    while (lua_getstack(L, from + depth, &ar))
+      depth++;
+  }
+  while (t->cap < depth && frames_grow(t))
+    ;
+  for (ci = top, i = depth - 1; i >= 0; i--) {
+    if (!fast && lua_getstack(L, from + depth - 1 - i, &ar))
+      ci = ar.i_ci;
+    if (i < t->cap)
+      t->f[i].ci = ci;
+    if (fast)
+      ci = pm_frame_caller(ci);
+  }
+  return depth < t->cap ? depth : t->cap;
+}
+
 /* A thread first seen with frames already on its stack (a coroutine that
 ** was suspended before monitoring began, the frames that opened the
 ** monitor) gets them pushed, outermost first, so that their time counts.
-** Levels below `from` belong to the event being handled. */
-static void seed (pm_Thread *t, lua_State *L, int from) {
+** Levels below `from` belong to the event being handled.  They are all
+** found before the first push starts a stopwatch: the walk is perfmon's
+** time, not the frames' groups'. */
+static void seed (pm_Thread *t, lua_State *L, int from, int fast) {
   lua_Debug ar;
   const pm_Set *parent = t->S->empty;
-  int level = from;
-  while (lua_getstack(L, level, &ar))
-    level++;
-  while (--level >= from) {
+  int n = seed_find(t, L, from, fast), i;
+  for (i = 0; i < n; i++) {
     const pm_Set *set;
-    lua_getstack(L, level, &ar);
-    set = set_of(function_of(t->S, L, &ar, 0), parent);
-    push(t, ar.i_ci, set, parent);
+    ar.i_ci = (struct CallInfo *)t->f[i].ci;
+    set = set_of(function_of(t->S, L, &ar, fast), parent);
+    push(t, ar.i_ci, set, parent); /* into slot i, which held ar.i_ci */
     parent = set;
   }
 }
@@ -300,7 +332,7 @@ static pm_Thread *record_of (pm_State *S, lua_State *L) {
 /* The slow way to the record of L, made current (a coroutine switch).  It
 ** also catches a coroutine that inherited the hook but runs after
 ** monitoring ended. */
-static pm_Thread *thread_find (lua_State *L, int from) {
+static pm_Thread *thread_find (lua_State *L, int from, int fast) {
   pm_State *S = pm_state_get(L);
   pm_Thread *t;
   if (S == NULL || S->monitors == 0) {
@@ -311,7 +343,7 @@ static pm_Thread *thread_find (lua_State *L, int from) {
     return NULL;
   }
   if ((t = record_of(S, L)) == NULL && (t = thread_new(S, L)) != NULL)
-    seed(t, L, from);
+    seed(t, L, from, fast);
   if (t != NULL) {
     last.L = L;
     last.t = t;
@@ -423,7 +455,7 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
     return;
   }
   if (!cached(L)) {
-    if ((t = thread_find(L, ar->event != LUA_HOOKRET)) == NULL)
+    if ((t = thread_find(L, ar->event != LUA_HOOKRET, fast)) == NULL)
       return;
   }
   if (ar->event != LUA_HOOKRET) {
@@ -612,7 +644,7 @@ void pm_hook_settle (lua_State *L, pm_State *S) {
     return;
   check_hook(S, S->main, 1);
   check_hook(S, L, 0);
-  if ((t = thread_find(L, 0)) != NULL)
+  if ((t = thread_find(L, 0, S->hook == hook_fast)) != NULL)
     unwind_dead(t);
 }
 
