@@ -4,7 +4,10 @@
 -- Lua has one debug hook per thread, and perfmon's monitors need it.  The
 -- behaviour is defined, never a silent loss of data:
 --   * a monitor refuses to open while another hook is set;
---   * while a monitor is open, debug.sethook refuses, saying why;
+--   * while a monitor is open, debug.sethook of a hook function refuses,
+--     saying why; debug.gethook does not return perfmon's hook, and
+--     debug.sethook without a function leaves it, so that copying a
+--     thread's hook, debug.sethook(co, debug.gethook()), copies nothing;
 --   * a hook set anyway (through a debug.sethook kept from before, or from
 --     C) is noticed at the next snapshot or event boundary: snapshots say
 --     hook_lost = true, the thread's groups stop being charged, and the
@@ -16,6 +19,7 @@
 local perfmon = require("perfmon")
 
 local raw_sethook = debug.sethook -- kept before any monitor opens
+local raw_gethook = debug.gethook
 
 local function plugin(name)
   local g = perfmon.group{ name = name, kind = "plugin" }
@@ -63,9 +67,9 @@ describe("debug.sethook while perfmon monitors", function()
     local ok, err = pcall(debug.sethook, foreign, "c")
     assert.is_false(ok)
     assert.matches("debug.sethook: perfmon is monitoring this Lua state", err)
-    ok = pcall(debug.sethook) -- clearing would take the hook too
-    assert.is_false(ok)
-    assert.is_not_nil(debug.gethook()) -- still perfmon's
+    debug.sethook() -- the program has no hook to clear: perfmon's stays
+    assert.equals("external hook", raw_gethook())
+    assert.is_nil(debug.gethook()) -- perfmon's is not the program's
     local before = m:snapshot()
     p.spin(1)
     p.spin(1)
@@ -85,8 +89,39 @@ describe("debug.sethook while perfmon monitors", function()
     local function try_sethook() pcall(debug.sethook, foreign, "c") end
     for n = 150, 230 do
       nest(n, try_sethook)
-      assert.equals("external hook", debug.gethook(), "at " .. n .. " nested pcalls")
+      assert.equals("external hook", raw_gethook(), "at " .. n .. " nested pcalls")
     end
+  end)
+
+  it("lets a program copy a thread's hook onto a new coroutine (Prosody's util.async)", function()
+    local g, p = plugin("sh_copy")
+    local m <close> = perfmon.monitor{ "jank", "ticks" }
+    local before = m:snapshot()
+    local ok, err = pcall(function()
+      local co = coroutine.create(function() p.spin(20) end)
+      debug.sethook(co, debug.gethook()) -- util/async.lua, for each runner
+      assert(coroutine.resume(co))
+    end)
+    assert.is_true(ok, err)
+    local d = m:snapshot():subtract(before)
+    assert.is_nil(d.hook_lost)
+    assert.equals(1, d.groups[g.id].ticks)
+    assert.is_true(d.groups[g.id].cpu_us >= 15000, d.groups[g.id].cpu_us .. " µs of 20 ms")
+  end)
+
+  it("hides its hook from debug.gethook on every thread, and shows a debugger's", function()
+    local m = perfmon.monitor{ "ticks" }
+    local mine = coroutine.create(function() end) -- inherits perfmon's hook
+    local theirs = coroutine.create(function() end)
+    raw_sethook(theirs, foreign, "r", 7)
+    assert.equals("external hook", raw_gethook(mine))
+    assert.is_nil(debug.gethook(mine))
+    assert.is_nil(debug.gethook())
+    assert.same({ foreign, "r", 7 }, { debug.gethook(theirs) })
+    debug.sethook(theirs) -- a debugger's hook may go
+    assert.is_nil(raw_gethook(theirs))
+    m:close()
+    assert.equals(raw_gethook, debug.gethook)
   end)
 
   it("gives debug.sethook back when the last monitor closes", function()

@@ -382,6 +382,10 @@ static int is_foreign (pm_State *S, lua_State *L) {
   return h != NULL && h != S->hook && h != pm_sampler_hook;
 }
 
+int pm_hook_owns (pm_State *S, lua_State *co) {
+  return lua_gethook(co) != NULL && !is_foreign(S, co);
+}
+
 /* A coroutine made before monitoring began has no hook: give it ours as
 ** it is resumed.  (Coroutines made later inherit it from their creator.) */
 static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,

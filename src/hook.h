@@ -48,6 +48,9 @@ void pm_hook_settle (lua_State *L, pm_State *S);
 ** thread, L and every thread perfmon knows. */
 int pm_hook_lost (lua_State *L, pm_State *S);
 
+/* Whether co's hook is perfmon's own (a monitor's or the profiler's). */
+int pm_hook_owns (pm_State *S, lua_State *co);
+
 void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
 void pm_hook_close (pm_State *S); /* lua_close */
 

@@ -455,6 +455,15 @@ static int l_animation (lua_State *L) {
   return 0;
 }
 
+/* core.owns_hook([thread]) -> whether the thread's debug hook is perfmon's
+** (debug.gethook says "external hook" for it) */
+static int l_owns_hook (lua_State *L) {
+  lua_State *co = lua_isnoneornil(L, 1) ? L : lua_tothread(L, 1);
+  luaL_argexpected(L, co != NULL, 1, "thread");
+  lua_pushboolean(L, pm_hook_owns(state(L), co));
+  return 1;
+}
+
 /* core.wall_us() -> the monotonic clock the watcher's delays use */
 static int l_wall_us (lua_State *L) {
   lua_pushnumber(L, pm_wall_us());
@@ -484,6 +493,7 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"user_input", l_user_input},
                                       {"animation", l_animation},
                                       {"wall_us", l_wall_us},
+                                      {"owns_hook", l_owns_hook},
                                       {NULL, NULL}};
 
 static const luaL_Reg group_meta[] = {

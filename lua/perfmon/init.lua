@@ -187,15 +187,35 @@ local Monitor = {}
 Monitor.__index = Monitor
 
 -- Lua has one debug hook per thread, and perfmon's monitors need it: while
--- one is open, debug.sethook is refused with the reason, where it would
--- silently take the hook from perfmon (and perfmon's monitor close would
--- take it from the debugger).  A debugger or coverage tool sets its hook
--- before a monitor opens; perfmon then refuses to open.  Code that kept
--- the original debug.sethook, or C code, gets past the refusal: perfmon
--- notices at its next snapshot or event boundary and says so
--- (snapshot.hook_lost).
+-- one is open, debug.sethook of a hook function is refused with the
+-- reason, where it would silently take the hook from perfmon (and
+-- perfmon's monitor close would take it from the debugger).  A debugger or
+-- coverage tool sets its hook before a monitor opens; perfmon then refuses
+-- to open.  Code that kept the original debug.sethook, or C code, gets
+-- past the refusal: perfmon notices at its next snapshot or event boundary
+-- and says so (snapshot.hook_lost).
+-- perfmon's own hook is no program's: debug.gethook does not return it
+-- (nil, as for a thread with no hook), and debug.sethook with no hook
+-- function leaves it in place, so that code which copies a thread's hook
+-- onto a new coroutine, debug.sethook(co, debug.gethook()) as Prosody's
+-- util.async does, copies nothing and raises nothing.
 local debuglib = package.loaded.debug
 local raw_sethook = debuglib and debuglib.sethook
+local raw_gethook = debuglib and debuglib.gethook
+
+-- The thread debug.sethook and debug.gethook act on, and the arguments
+-- after it.
+local function hook_thread(...)
+  if type((...)) == "thread" then return ..., select(2, ...) end
+  return coroutine.running(), ...
+end
+
+local function own_gethook(...)
+  local co = hook_thread(...)
+  local ok, ours = pcall(core.owns_hook, co)
+  if ok and ours then return nil end
+  return raw_gethook(...)
+end
 
 -- (kept by someone while monitors were open, it works again once they
 -- are all closed; when perfmon cannot even be asked, at the edge of the C
@@ -203,6 +223,12 @@ local raw_sethook = debuglib and debuglib.sethook
 local function refused_sethook(...)
   local ok, info = pcall(core.info)
   if ok and info.monitors == 0 then return raw_sethook(...) end
+  local co, hook = hook_thread(...)
+  if ok and hook == nil then -- a program's hook goes, or none: never ours
+    local asked, ours = pcall(core.owns_hook, co)
+    if asked and ours then return end
+    if asked then return raw_sethook(...) end
+  end
   error(ok and ("debug.sethook: perfmon is monitoring this Lua state (%d monitors "
     .. "open) and needs its debug hook; close the monitors first"):format(info.monitors)
     or ("debug.sethook: perfmon needs its debug hook and could not check its "
@@ -219,6 +245,11 @@ local function guard_sethook()
     debuglib.sethook = refused_sethook
   elseif not open and rawequal(debuglib.sethook, refused_sethook) then
     debuglib.sethook = raw_sethook
+  end
+  if open and rawequal(debuglib.gethook, raw_gethook) then
+    debuglib.gethook = own_gethook
+  elseif not open and rawequal(debuglib.gethook, own_gethook) then
+    debuglib.gethook = raw_gethook
   end
 end
 

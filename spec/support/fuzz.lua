@@ -37,6 +37,9 @@
 -- tools/fuzz runs long ones.
 
 local perfmon = require("perfmon")
+-- debug.gethook hides perfmon's own hook while a monitor is open; this
+-- one, kept before any opens, shows it
+local raw_gethook = debug.gethook
 local core = require("perfmon.core")
 
 local fuzz = {}
@@ -549,7 +552,7 @@ local function check_state(F)
     fail(F, ("perfmon counts %d monitors open, the fuzzer holds %d"):format(info.monitors, open))
   end
   if not F.profiling then
-    local hooked = debug.gethook() ~= nil
+    local hooked = raw_gethook() ~= nil
     if hooked ~= (open > 0) then
       fail(F, ("the debug hook is %s with %d monitors open"):format(hooked and "set" or "not set", open))
     end
