@@ -1,15 +1,15 @@
 /*
-** host.c -- perfmon-host, an example C host for perfmon.
+** host.c -- perfmon-host, a C host that checks perfmon against its clocks.
 **
 ** A host program that drives Lua from C: it loads two plugins, each into
 ** its own sandbox and its own performance group, runs an event loop in C,
 ** and asks perfmon which plugin made it slow.  It then checks perfmon's
-** answer against what it measured itself, so it doubles as a test
-** (ctest -R example.host).
+** answer against what it measured itself (ctest -R capi.host).
+** examples/embed.c is the short version, without the checks.
 **
 **   perfmon-host [ROOT]      ROOT: the repository (default: .)
 **
-** The plugins, in ROOT/examples/plugins/:
+** The plugins, in ROOT/tests/host/plugins/:
 **   indexer.lua  burns ~5 ms of CPU every event and fails every 10th event
 **                (the host catches the error with lua_pcall);
 **   notes.lua    costs microseconds, but once calls host.save(), a blocking
@@ -78,7 +78,7 @@
 typedef SnapStats Stats;
 
 typedef struct Plugin {
-  const char *name; /* its group, and examples/plugins/<name>.lua */
+  const char *name; /* its group, and tests/host/plugins/<name>.lua */
   int id; /* its group's id */
   int handler_ref; /* its on_event, in the registry */
   /* ground truth */
@@ -391,7 +391,7 @@ static void load_plugin (lua_State *L, Plugin *p) {
   env = lua_gettop(L);
   /* main = perfmon.loadfile(path, env, group) */
   lua_getfield(L, group - 1, "loadfile");
-  lua_pushfstring(L, "%s/examples/plugins/%s.lua", H.root, p->name);
+  lua_pushfstring(L, "%s/tests/host/plugins/%s.lua", H.root, p->name);
   lua_pushvalue(L, env);
   lua_pushvalue(L, group);
   lua_call(L, 3, 2);

@@ -1,4 +1,4 @@
--- indexer: an expensive plugin for examples/host.c.
+-- indexer: an expensive plugin for tests/host.c.
 --
 -- Every event it burns ~5 ms of CPU "indexing", and every 10th event it
 -- fails after doing so: the host catches the error with lua_pcall.

@@ -1,4 +1,4 @@
--- notes: a cheap plugin for examples/host.c.
+-- notes: a cheap plugin for tests/host.c.
 --
 -- Every event it counts the words of a short note, which costs a few
 -- microseconds.  Twice in the run it calls into the host: host.save() is a
