@@ -56,6 +56,7 @@ build = {
     ["perfmon.args"] = "lua/perfmon/args.lua",
     ["perfmon.flamegraph"] = "lua/perfmon/flamegraph.lua",
     ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
+    ["perfmon.loader"] = "lua/perfmon/loader.lua",
     ["perfmon.plugin_watcher"] = "lua/perfmon/plugin_watcher.lua",
     ["perfmon.profiler"] = "lua/perfmon/profiler.lua",
     ["perfmon.text"] = "lua/perfmon/text.lua",

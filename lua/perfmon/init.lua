@@ -4,7 +4,7 @@
 -- is the API: groups, monitors with probes, snapshots and their arithmetic,
 -- event markers and JSON.
 
-local core = require("perfmon.core")
+local core = require("perfmon.loader") -- perfmon.core, in any host
 
 local perfmon = {}
 

@@ -9,7 +9,7 @@
 
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
-local core = require("perfmon.core")
+local core = require("perfmon.loader")
 
 local PluginWatcher = {}
 PluginWatcher.__index = PluginWatcher

@@ -11,7 +11,7 @@
 -- out (src/lprofiler.c).  This module only shapes what it recorded.
 -- docs/profiler.md has the details.
 
-local core = require("perfmon.core")
+local core = require("perfmon.loader")
 local args = require("perfmon.args")
 
 local arg_error = args.error

@@ -10,7 +10,7 @@
 -- While nobody listens, no dispatcher is set and the core does no alert
 -- work at all; the hook never does any.
 
-local core = require("perfmon.core")
+local core = require("perfmon.loader")
 local perfmon = require("perfmon")
 
 local watcher = {}
