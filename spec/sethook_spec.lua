@@ -1,19 +1,19 @@
 -- spec/sethook_spec.lua -- a program that sets its own debug hook while
--- perfmon monitors (a debugger, a coverage tool).
+-- perfmon monitors (a debugger, a coverage tool, Prosody's util.async).
 --
 -- Lua has one debug hook per thread, and perfmon's monitors need it.  The
--- behaviour is defined, never a silent loss of data:
---   * a monitor refuses to open while another hook is set;
---   * while a monitor is open, debug.sethook of a hook function refuses,
---     saying why; debug.gethook does not return perfmon's hook, and
---     debug.sethook without a function leaves it, so that copying a
---     thread's hook, debug.sethook(co, debug.gethook()), copies nothing;
---   * a hook set anyway (through a debug.sethook kept from before, or from
---     C) is noticed at the next snapshot or event boundary: snapshots say
---     hook_lost = true, the thread's groups stop being charged, and the
---     other hook is left in place, also when the monitors close;
---   * a coroutine that carries a debugger's hook keeps it when perfmon
---     would give it its own (and the snapshot says hook_lost).
+-- hook is shared:
+--   * a hook set with debug.sethook while a monitor is open, or set before
+--     it opened, or found on a coroutine perfmon meets, is called from
+--     perfmon's for exactly the events and counts it asked for, and perfmon
+--     keeps measuring;
+--   * debug.gethook returns the program's hook, never perfmon's, so that
+--     debug.sethook(co, debug.gethook()) copies nothing of perfmon's;
+--   * when the last monitor closes the program's hooks stay, as it set them;
+--   * a hook set behind perfmon's back (a debug.sethook kept from before,
+--     or C code) is noticed at the next snapshot or event boundary:
+--     snapshots say hook_lost = true, the thread's groups stop being
+--     charged, and that hook is left in place.
 -- (docs/reliability.md, "debug.sethook".)
 
 local perfmon = require("perfmon")
@@ -31,6 +31,7 @@ local function plugin(name)
       while os.clock() < t do end
     end
     function api.call(f, ...) return (f(...)) end
+    function api.work(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
     function api.gen() while true do coroutine.yield(1) end end
     return api
   ]], "=" .. name, env, g))()
@@ -53,34 +54,61 @@ end
 describe("debug.sethook while perfmon monitors", function()
   after_each(reset)
 
-  it("refuses to open a monitor over another hook", function()
-    raw_sethook(foreign, "c")
-    local ok, err = pcall(perfmon.monitor, { "jank" })
-    assert.is_false(ok)
-    assert.matches("a debug hook is already set", err)
-    assert.equals(foreign, debug.gethook())
+  -- The events a hook counts while fn runs: the ground truth, run with
+  -- no monitor, and the same under a monitor must agree exactly.
+  local function count_events(fn, mask, count)
+    local n = { call = 0, ["tail call"] = 0, ["return"] = 0, line = 0, count = 0 }
+    debug.sethook(function(event) n[event] = n[event] + 1 end, mask, count)
+    fn()
+    debug.sethook()
+    return n
+  end
+
+  local function work()
+    local s = 0
+    for i = 1, 50 do s = s + (i % 3 == 0 and math.abs(-i) or i) end
+    return s
+  end
+
+  it("calls a hook set while a monitor is open for exactly its events, and keeps measuring", function()
+    local g, p = plugin("sh_chain")
+    for _, case in ipairs{ { "crl" }, { "l" }, { "c" }, { "r" }, { "", 7 }, { "cl", 3 } } do
+      local truth = count_events(function() p.call(work) p.work(100) end, case[1], case[2])
+      local m <close> = perfmon.monitor{ "ticks" }
+      local before = m:snapshot()
+      local got = count_events(function() p.call(work) p.work(100) end, case[1], case[2])
+      local d = m:snapshot():subtract(before)
+      m:close()
+      for _, event in ipairs{ "call", "tail call", "return", "line", "count" } do
+        assert.equals(truth[event], got[event], ("%s events for mask %q"):format(event, case[1]))
+      end
+      assert.equals(2, d.groups[g.id].ticks) -- perfmon lost nothing
+      assert.is_nil(d.hook_lost)
+    end
   end)
 
-  it("refuses debug.sethook while a monitor is open, and says why", function()
-    local g, p = plugin("sh_refuse")
-    local m <close> = perfmon.monitor{ "ticks" }
-    local ok, err = pcall(debug.sethook, foreign, "c")
-    assert.is_false(ok)
-    assert.matches("debug.sethook: perfmon is monitoring this Lua state", err)
-    debug.sethook() -- the program has no hook to clear: perfmon's stays
-    assert.equals("external hook", raw_gethook())
-    assert.is_nil(debug.gethook()) -- perfmon's is not the program's
-    local before = m:snapshot()
-    p.spin(1)
-    p.spin(1)
-    local d = m:snapshot():subtract(before)
-    assert.equals(2, d.groups[g.id].ticks) -- nothing was lost
+  it("opens a monitor over another hook, calls it, and leaves it when the last closes", function()
+    local g, p = plugin("sh_before")
+    local lines = 0
+    local function tool(event) if event == "line" then lines = lines + 1 end end
+    local function lines_of(fn) lines = 0 fn() return lines end
+    raw_sethook(tool, "l")
+    local truth = lines_of(work)
+    local m = perfmon.monitor{ "ticks" }
+    assert.same({ tool, "l", 0 }, { debug.gethook() })
+    local got = lines_of(work)
+    local d = m:snapshot()
+    m:close()
+    assert.equals(truth, got)
+    assert.equals(tool, raw_gethook())
     assert.is_nil(d.hook_lost)
+    local m2 <close> = perfmon.monitor{ "ticks" }
+    local s0 = m2:snapshot()
+    p.spin(1)
+    assert.equals(1, m2:snapshot():subtract(s0).groups[g.id].ticks)
   end)
 
-  -- The refusal asks perfmon how many monitors are open; near the C stack
-  -- limit that question itself fails, and the answer must still be no.
-  it("refuses debug.sethook at every depth of the C stack", function()
+  it("keeps its hook at every depth of the C stack", function()
     local m <close> = perfmon.monitor{ "ticks" }
     local function nest(n, f) -- n more C levels (a pcall each), then f()
       if n == 0 then return f() end
@@ -90,7 +118,23 @@ describe("debug.sethook while perfmon monitors", function()
     for n = 150, 230 do
       nest(n, try_sethook)
       assert.equals("external hook", raw_gethook(), "at " .. n .. " nested pcalls")
+      debug.sethook()
     end
+  end)
+
+  it("shares the hook with the profiler and a program's line hook", function()
+    local Profiler = require("perfmon.profiler")
+    local truth = count_events(work, "l").line
+    local m <close> = perfmon.monitor{ "ticks" }
+    local prof = Profiler.new()
+    prof:start(100)
+    local got = count_events(function()
+      local t = os.clock() + 0.05
+      while os.clock() < t do work() end
+    end, "l")
+    prof:stop()
+    assert.is_true(prof:results().samples > 10, prof:results().samples .. " samples")
+    assert.is_true(got.line > 10 * truth, got.line .. " lines")
   end)
 
   it("lets a program copy a thread's hook onto a new coroutine (Prosody's util.async)", function()
@@ -118,21 +162,23 @@ describe("debug.sethook while perfmon monitors", function()
     assert.is_nil(debug.gethook(mine))
     assert.is_nil(debug.gethook())
     assert.same({ foreign, "r", 7 }, { debug.gethook(theirs) })
-    debug.sethook(theirs) -- a debugger's hook may go
-    assert.is_nil(raw_gethook(theirs))
+    debug.sethook(theirs) -- a debugger's hook goes; perfmon's takes its place
+    assert.is_nil(debug.gethook(theirs))
+    assert.equals("external hook", raw_gethook(theirs))
     m:close()
     assert.equals(raw_gethook, debug.gethook)
   end)
 
-  it("gives debug.sethook back when the last monitor closes", function()
+  it("gives debug.sethook back when the last monitor closes, with the program's hook", function()
     local m1 = perfmon.monitor{ "ticks" }
     local m2 = perfmon.monitor{ "jank" }
     m1:close()
-    assert.is_false(pcall(debug.sethook, foreign, "c")) -- m2 still open
+    debug.sethook(foreign, "c") -- m2 still open: chained
+    assert.equals("external hook", raw_gethook())
     m2:close()
     assert.equals(raw_sethook, debug.sethook)
-    debug.sethook(foreign, "c")
-    assert.equals(foreign, debug.gethook())
+    assert.equals(raw_gethook, debug.gethook)
+    assert.same({ foreign, "c", 0 }, { debug.gethook() })
   end)
 
   it("lets a debug.sethook kept while monitoring work once monitoring ends", function()
@@ -180,16 +226,32 @@ describe("debug.sethook while perfmon monitors", function()
     assert.is_true(m:snapshot().hook_lost)
   end)
 
-  it("leaves a debugger's hook on a coroutine in place", function()
-    local _, p = plugin("sh_co")
-    local co = coroutine.create(p.gen)
-    raw_sethook(co, foreign, "c")
-    local m = perfmon.monitor{ "jank" }
-    assert.is_true(coroutine.resume(co))
-    assert.equals(foreign, debug.gethook(co))
-    assert.is_true(m:snapshot().hook_lost)
+  it("calls a debugger's hook on a coroutine it meets, measures the coroutine, and leaves the hook", function()
+    local g, p = plugin("sh_co")
+    local calls = 0
+    local function debugger(event) if event == "call" then calls = calls + 1 end end
+    -- made before the monitor, with the debugger's hook, and started
+    local function made()
+      local co = coroutine.create(function() while true do p.work(100) coroutine.yield() end end)
+      raw_sethook(co, debugger, "c")
+      assert(coroutine.resume(co))
+      return co
+    end
+    local plain, cot = made(), made()
+    calls = 0
+    assert(coroutine.resume(plain))
+    local truth = calls
+    calls = 0
+    local m = perfmon.monitor{ "ticks" }
+    local s0 = m:snapshot()
+    assert(coroutine.resume(cot))
+    local d = m:snapshot():subtract(s0)
+    assert.equals(debugger, debug.gethook(cot))
+    assert.is_nil(d.hook_lost)
+    assert.equals(1, d.groups[g.id].ticks)
     m:close()
-    assert.equals(foreign, debug.gethook(co))
+    assert.equals(truth, calls)
+    assert.equals(debugger, debug.gethook(cot))
   end)
 
   it("starts clean when monitoring restarts", function()

@@ -58,8 +58,22 @@ static pm_Thread *thread_new (pm_State *S, lua_State *L) {
   return t;
 }
 
+/* Threads with a program's hook chained, in every state: while there are
+** none, the hook does not look for one. */
+static atomic_int chained;
+
+static void set_chain (pm_Thread *t, lua_Hook h, int mask, int count) {
+  if ((t->chain != NULL) != (h != NULL))
+    atomic_fetch_add_explicit(&chained, h != NULL ? 1 : -1,
+                              memory_order_relaxed);
+  t->chain = h;
+  t->chain_mask = h != NULL ? mask : 0;
+  t->chain_count = h != NULL ? count : 0;
+}
+
 static void thread_free (pm_Thread *t) {
   pm_State *S = t->S;
+  set_chain(t, NULL, 0, 0);
   if (t->f)
     pm_free(S, t->f, (size_t)t->cap * sizeof(pm_Frame));
   if (S->current == t)
@@ -337,13 +351,17 @@ static pm_Thread *thread_find (lua_State *L, int from, int fast) {
   pm_Thread *t;
   if (S == NULL || S->monitors == 0) {
     if (S != NULL)
-      pm_sampler_sethook(S, L, NULL, 0);
+      pm_sampler_sethook(S, L, NULL, 0, 0);
     else
       lua_sethook(L, NULL, 0, 0);
     return NULL;
   }
-  if ((t = record_of(S, L)) == NULL && (t = thread_new(S, L)) != NULL)
+  if ((t = record_of(S, L)) == NULL)
+    t = thread_new(S, L);
+  if (t != NULL && !t->seeded) {
+    t->seeded = 1;
     seed(t, L, from, fast);
+  }
   if (t != NULL) {
     last.L = L;
     last.t = t;
@@ -386,6 +404,60 @@ int pm_hook_owns (pm_State *S, lua_State *co) {
   return lua_gethook(co) != NULL && !is_foreign(S, co);
 }
 
+/* Sets perfmon's hook on co, with what a program's hook chained there
+** asked for besides calls and returns. */
+static void install (pm_State *S, lua_State *co, const pm_Thread *t) {
+  int mask = PM_MASK, count = 0;
+  if (t != NULL && t->chain != NULL) {
+    mask |= t->chain_mask & (LUA_MASKLINE | LUA_MASKCOUNT);
+    count = t->chain_count;
+  }
+  pm_sampler_sethook(S, co, S->hook, mask, count);
+}
+
+/* Keeps the hook that a program set on co (before a monitor opened, or
+** on a coroutine perfmon meets later), to call it from perfmon's. */
+static int adopt (pm_State *S, lua_State *co) {
+  return pm_hook_chain(S, co, lua_gethook(co), lua_gethookmask(co),
+                       lua_gethookcount(co));
+}
+
+int pm_hook_chain (pm_State *S, lua_State *co, lua_Hook h, int mask,
+                   int count) {
+  pm_Thread *t = record_of(S, co);
+  if (t == NULL && h == NULL) {
+    install(S, co, NULL);
+    return 1;
+  }
+  if (t == NULL && (t = thread_new(S, co)) == NULL)
+    return 0;
+  set_chain(t, mask != 0 ? h : NULL, mask, count);
+  install(S, co, t);
+  return 1;
+}
+
+lua_Hook pm_hook_chained (pm_State *S, lua_State *co, int *mask, int *count) {
+  pm_Thread *t = atomic_load_explicit(&chained, memory_order_relaxed) > 0
+                     ? record_of(S, co)
+                     : NULL;
+  *mask = t != NULL ? t->chain_mask : 0;
+  *count = t != NULL ? t->chain_count : 0;
+  return t != NULL ? t->chain : NULL;
+}
+
+/* Hands the event to the program's hook chained on L, if it asked for
+** it: after perfmon's own work, so a tool's time in it runs where the
+** event happened. */
+static PM_NOINLINE void chain_event (lua_State *L, lua_Debug *ar) {
+  static const int bit[] = {LUA_MASKCALL, LUA_MASKRET, LUA_MASKLINE,
+                            LUA_MASKCOUNT, LUA_MASKCALL};
+  pm_State *S = pm_state_get(L);
+  pm_Thread *t = S != NULL ? record_of(S, L) : NULL;
+  if (t != NULL && t->chain != NULL && ar->event >= 0 && ar->event <= 4 &&
+      (t->chain_mask & bit[ar->event]))
+    t->chain(L, ar);
+}
+
 /* A coroutine made before monitoring began has no hook: give it ours as
 ** it is resumed.  (Coroutines made later inherit it from their creator.) */
 static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
@@ -400,10 +472,10 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
   lua_pop(L, 1);
   if (co == NULL || lua_gethook(co) == S->hook)
     return;
-  if (is_foreign(S, co))
-    S->hook_lost = 1; /* a debugger's: left alone, co goes unmeasured */
-  else
-    pm_sampler_sethook(S, co, S->hook, PM_MASK);
+  if (!is_foreign(S, co))
+    install(S, co, record_of(S, co));
+  else if (!adopt(S, co))
+    S->hook_lost = 1; /* no memory to keep a debugger's: co goes unmeasured */
 }
 
 static PM_INLINE const void *caller_of (lua_State *L, lua_Debug *ar, int fast) {
@@ -458,6 +530,8 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
     pm_sampler_hook(L, ar); /* a sample the profiler asked for */
     return;
   }
+  if (PM_UNLIKELY(ar->event == LUA_HOOKLINE))
+    return; /* a program's hook chained here asked for it */
   if (!cached(L)) {
     if ((t = thread_find(L, ar->event != LUA_HOOKRET, fast)) == NULL)
       return;
@@ -528,10 +602,14 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
 /* The two hooks: the same code, specialised for each way to the frame. */
 static void hook_fast (lua_State *L, lua_Debug *ar) {
   on_event(L, ar, 1);
+  if (PM_UNLIKELY(atomic_load_explicit(&chained, memory_order_relaxed) > 0))
+    chain_event(L, ar);
 }
 
 static void hook_public (lua_State *L, lua_Debug *ar) {
   on_event(L, ar, 0);
+  if (PM_UNLIKELY(atomic_load_explicit(&chained, memory_order_relaxed) > 0))
+    chain_event(L, ar);
 }
 
 void pm_hook_choose (lua_State *L, pm_State *S) {
@@ -555,27 +633,31 @@ const char *pm_hook_path (pm_State *S) {
 
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   if (S->monitors == 0) {
-    if (is_foreign(S, L) || is_foreign(S, S->main))
-      return "a debug hook is already set (debug.sethook); perfmon needs "
-             "the call and return hook";
     if (S->empty == NULL &&
         (S->empty = pm_set_for(S, NULL, NULL, NULL)) == NULL)
+      return "not enough memory";
+    /* a debugger's or coverage tool's hook stays, called from perfmon's */
+    if ((is_foreign(S, L) && !adopt(S, L)) ||
+        (is_foreign(S, S->main) && !adopt(S, S->main)))
       return "not enough memory";
     S->hook_lost = 0;
   }
   pm_sw_probes(S, probes, 1);
   if (S->monitors++ == 0) {
     pm_sw_start(S);
-    pm_sampler_sethook(S, S->main, S->hook, PM_MASK);
-    pm_sampler_sethook(S, L, S->hook, PM_MASK);
+    install(S, S->main, record_of(S, S->main));
+    install(S, L, record_of(S, L));
   }
   return NULL;
 }
 
-/* Removes perfmon's hook from L, never a debugger's that took its place. */
-static void unhook (pm_State *S, lua_State *L) {
-  if (!is_foreign(S, L))
-    pm_sampler_sethook(S, L, NULL, 0);
+/* Removes perfmon's hook from L, never a debugger's that took its place;
+** a program's hook chained there is set back as the program set it. */
+static void unhook (pm_State *S, lua_State *L, pm_Thread *t) {
+  if (t != NULL && t->chain != NULL && !is_foreign(S, L))
+    lua_sethook(L, t->chain, t->chain_mask, t->chain_count);
+  else if (!is_foreign(S, L))
+    pm_sampler_sethook(S, L, NULL, 0, 0);
 }
 
 static int drop_thread (uintptr_t v, void *arg) {
@@ -583,16 +665,16 @@ static int drop_thread (uintptr_t v, void *arg) {
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
-  unhook(t->S, t->L);
+  unhook(t->S, t->L, t);
   thread_free(t);
   return 1;
 }
 
 static void uninstall (lua_State *L, pm_State *S) {
   pm_map_filter(&S->known, drop_thread, NULL);
-  unhook(S, S->main);
+  unhook(S, S->main, NULL);
   if (L != NULL)
-    unhook(S, L);
+    unhook(S, L, NULL);
   S->current = NULL;
   pm_sets_free(S);
   invalidate();

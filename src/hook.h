@@ -32,6 +32,9 @@ struct pm_Thread {
   pm_Frame *f;
   int n, cap;
   int active; /* its frames' stopwatches may be running */
+  int seeded; /* the frames on its stack when first seen are pushed */
+  lua_Hook chain; /* a program's hook that perfmon's calls, or NULL */
+  int chain_mask, chain_count; /* the events it asked for */
 };
 
 /* A monitor opens or closes: the hook is installed with the first and
@@ -50,6 +53,15 @@ int pm_hook_lost (lua_State *L, pm_State *S);
 
 /* Whether co's hook is perfmon's own (a monitor's or the profiler's). */
 int pm_hook_owns (pm_State *S, lua_State *co);
+
+/* A program's hook h on co (debug.sethook, a debugger's, a coverage
+** tool's), while monitors are open: perfmon keeps its own hook on co and
+** calls h for the events of mask, with count as lua_sethook's (h NULL:
+** the program's hook goes).  Returns 0 when memory ran out.  When the last
+** monitor closes, h is set on co as the program set it. */
+int pm_hook_chain (pm_State *S, lua_State *co, lua_Hook h, int mask, int count);
+/* The program's hook chained on co, or NULL; its mask and count. */
+lua_Hook pm_hook_chained (pm_State *S, lua_State *co, int *mask, int *count);
 
 void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
 void pm_hook_close (pm_State *S); /* lua_close */

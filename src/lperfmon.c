@@ -464,6 +464,160 @@ static int l_owns_hook (lua_State *L) {
   return 1;
 }
 
+/*
+** {======================================================
+** debug.sethook and debug.gethook while monitors are open
+** =======================================================
+*/
+
+/* The debug library's table of Lua hooks by thread, as ldblib.c keeps it
+** (pushed; made as ldblib.c makes it when absent). */
+static void hook_table (lua_State *L) {
+  if (!luaL_getsubtable(L, LUA_REGISTRYINDEX, "_HOOKKEY")) {
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_pushvalue(L, -1);
+    lua_setmetatable(L, -2);
+  }
+}
+
+/* Pushes co onto L's stack. */
+static void push_thread (lua_State *L, lua_State *co) {
+  if (co == L) {
+    lua_pushthread(L);
+  } else {
+    luaL_checkstack(co, 1, "debug.sethook");
+    lua_pushthread(co);
+    lua_xmove(co, L, 1);
+  }
+}
+
+/* The thread argument, which is optional (ldblib.c's getthread). */
+static lua_State *hook_thread (lua_State *L, int *arg) {
+  if (lua_isthread(L, 1)) {
+    *arg = 1;
+    return lua_tothread(L, 1);
+  }
+  *arg = 0;
+  return L;
+}
+
+/* Calls upvalue i with the arguments; returns its results. */
+static int call_raw (lua_State *L, int i) {
+  lua_pushvalue(L, lua_upvalueindex(i));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* debug.sethook([thread,] hook, mask [, count]), as ldblib.c's, but the
+** hook is chained behind perfmon's while monitors are open; upvalues: the
+** debug library's sethook and gethook. */
+static int hooks_set (lua_State *L) {
+  pm_State *S = state(L);
+  int arg, mask = 0, count = 0;
+  lua_State *co = hook_thread(L, &arg);
+  if (S->monitors == 0)
+    return call_raw(L, 1);
+  if (S->debug_hook == NULL)
+    return luaL_error(L, "debug.sethook: perfmon is monitoring this Lua "
+                         "state and cannot share its hook with this debug "
+                         "library; close the monitors first");
+  if (lua_isnoneornil(L, arg + 1)) {
+    lua_settop(L, arg + 1);
+  } else {
+    const char *smask = luaL_checkstring(L, arg + 2);
+    luaL_checktype(L, arg + 1, LUA_TFUNCTION);
+    count = (int)luaL_optinteger(L, arg + 3, 0);
+    mask = (strchr(smask, 'c') ? LUA_MASKCALL : 0) |
+           (strchr(smask, 'r') ? LUA_MASKRET : 0) |
+           (strchr(smask, 'l') ? LUA_MASKLINE : 0) |
+           (count > 0 ? LUA_MASKCOUNT : 0);
+  }
+  hook_table(L);
+  push_thread(L, co);
+  lua_pushvalue(L, arg + 1);
+  lua_rawset(L, -3);
+  if (!pm_hook_chain(S, co, S->debug_hook, mask, count))
+    nomem(L);
+  return 0;
+}
+
+/* debug.gethook([thread]): the program's hook, never perfmon's. */
+static int hooks_get (lua_State *L) {
+  pm_State *S = state(L);
+  int arg, mask, count, n = 0;
+  lua_State *co = hook_thread(L, &arg);
+  char smask[4];
+  lua_Hook h;
+  if (S->monitors == 0 || !pm_hook_owns(S, co))
+    return call_raw(L, 2);
+  if ((h = pm_hook_chained(S, co, &mask, &count)) == NULL) {
+    luaL_pushfail(L);
+    return 1;
+  }
+  if (h != S->debug_hook) {
+    lua_pushliteral(L, "external hook");
+  } else {
+    hook_table(L);
+    push_thread(L, co);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+  }
+  if (mask & LUA_MASKCALL)
+    smask[n++] = 'c';
+  if (mask & LUA_MASKRET)
+    smask[n++] = 'r';
+  if (mask & LUA_MASKLINE)
+    smask[n++] = 'l';
+  lua_pushlstring(L, smask, (size_t)n);
+  lua_pushinteger(L, count);
+  return 3;
+}
+
+static int noop (lua_State *L) {
+  (void)L;
+  return 0;
+}
+
+/* core.hook_functions(sethook, gethook) -> sethook, gethook: the debug
+** library's two, and the two perfmon puts in their place while monitors
+** are open.  Learns the debug library's hook (a Lua hook set on a thread
+** that is not running, which sees no event), if its table is where
+** ldblib.c keeps it. */
+static int l_hook_functions (lua_State *L) {
+  pm_State *S = state(L);
+  lua_State *co;
+  lua_Hook h;
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_settop(L, 2);
+  co = lua_newthread(L); /* 3 */
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 3);
+  lua_pushcfunction(L, noop);
+  lua_pushliteral(L, "c");
+  lua_call(L, 3, 0);
+  h = lua_gethook(co);
+  hook_table(L);
+  lua_pushvalue(L, 3);
+  lua_rawget(L, -2);
+  S->debug_hook = lua_tocfunction(L, -1) == noop ? h : NULL;
+  lua_pop(L, 2);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 3);
+  lua_call(L, 1, 0); /* the thread's hook and its table entry go */
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, hooks_set, 2);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, hooks_get, 2);
+  return 2;
+}
+
+/* }====================================================== */
+
 /* core.wall_us() -> the monotonic clock the watcher's delays use */
 static int l_wall_us (lua_State *L) {
   lua_pushnumber(L, pm_wall_us());
@@ -494,6 +648,7 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"animation", l_animation},
                                       {"wall_us", l_wall_us},
                                       {"owns_hook", l_owns_hook},
+                                      {"hook_functions", l_hook_functions},
                                       {NULL, NULL}};
 
 static const luaL_Reg group_meta[] = {

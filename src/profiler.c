@@ -565,7 +565,7 @@ static int co_wrapped (lua_State *L) {
   pm_Profiler *P = profiler_of(L, 2);
   int r;
   if (!S->closed && S->monitors > 0 && lua_gethook(co) != S->hook)
-    pm_sampler_sethook(S, co, S->hook, LUA_MASKCALL | LUA_MASKRET);
+    pm_sampler_sethook(S, co, S->hook, LUA_MASKCALL | LUA_MASKRET, 0);
   if (P != NULL)
     set_running(L, P, lua_upvalueindex(1));
   r = resume_n(L, co, lua_gettop(L));

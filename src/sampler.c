@@ -83,11 +83,18 @@ static int request (pm_State *S, lua_State *L) {
   return 1;
 }
 
+/* A program's count hook chained on L (pm_hook_chain) gets its count
+** back: it starts again from the sample. */
 void pm_sampler_unrequest (pm_State *S, lua_State *L) {
-  int mask = lua_gethookmask(L);
+  int mask = lua_gethookmask(L), chained, count = 0;
   if (mask & LUA_MASKCOUNT) {
-    mask &= ~LUA_MASKCOUNT;
-    pm_trap_sethook(L, mask ? lua_gethook(L) : NULL, mask, 0, S->trap_direct);
+    if (pm_hook_chained(S, L, &chained, &count) == NULL ||
+        !(chained & LUA_MASKCOUNT)) {
+      mask &= ~LUA_MASKCOUNT;
+      count = 0;
+    }
+    pm_trap_sethook(L, mask ? lua_gethook(L) : NULL, mask, count,
+                    S->trap_direct);
   }
 }
 
@@ -157,11 +164,12 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
   }
 }
 
-void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask) {
+void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask,
+                         int count) {
   if (S->profiler != NULL && (lua_gethookmask(L) & LUA_MASKCOUNT)) {
     lua_sethook(L, h != NULL ? h : pm_sampler_hook, mask | LUA_MASKCOUNT, 1);
   } else {
-    lua_sethook(L, h, mask, 0);
+    lua_sethook(L, h, mask, count);
   }
 }
 

@@ -40,6 +40,7 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar);
 
 /* lua_sethook for hook.c: keeps a sample the profiler asked for on L (a
 ** count mask of 1) when the monitor installs or removes its hook. */
-void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask);
+void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask,
+                         int count);
 
 #endif

@@ -123,6 +123,7 @@ struct pm_State {
   /* hook.c */
   lua_Hook hook; /* the fast or the public one */
   int trap_direct; /* hooks are set without walking the stack (trap.h) */
+  lua_Hook debug_hook; /* the debug library's, which debug.sethook sets */
   pm_Thread *current; /* the thread of the last hook event */
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
   lua_CFunction resume_f, wrap_f;

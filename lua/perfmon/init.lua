@@ -186,53 +186,23 @@ end
 local Monitor = {}
 Monitor.__index = Monitor
 
--- Lua has one debug hook per thread, and perfmon's monitors need it: while
--- one is open, debug.sethook of a hook function is refused with the
--- reason, where it would silently take the hook from perfmon (and
--- perfmon's monitor close would take it from the debugger).  A debugger or
--- coverage tool sets its hook before a monitor opens; perfmon then refuses
--- to open.  Code that kept the original debug.sethook, or C code, gets
--- past the refusal: perfmon notices at its next snapshot or event boundary
--- and says so (snapshot.hook_lost).
--- perfmon's own hook is no program's: debug.gethook does not return it
--- (nil, as for a thread with no hook), and debug.sethook with no hook
--- function leaves it in place, so that code which copies a thread's hook
--- onto a new coroutine, debug.sethook(co, debug.gethook()) as Prosody's
--- util.async does, copies nothing and raises nothing.
+-- Lua has one debug hook per thread, and perfmon's monitors need it.  The
+-- hook is shared: while a monitor is open, debug.sethook and
+-- debug.gethook are perfmon's (core.hook_functions), and a program's hook
+-- (a debugger's, a coverage tool's, one set before the monitor opened) is
+-- called from perfmon's for the events it asked for; debug.gethook returns
+-- it, never perfmon's own, so that debug.sethook(co, debug.gethook()), as
+-- Prosody's util.async does for every runner, copies the program's hook.
+-- When the last monitor closes, the program's hooks are set back as it set
+-- them.  A hook set behind perfmon's back (a debug.sethook kept from
+-- before, or C code) is noticed at the next snapshot or event boundary and
+-- reported (snapshot.hook_lost).
 local debuglib = package.loaded.debug
 local raw_sethook = debuglib and debuglib.sethook
 local raw_gethook = debuglib and debuglib.gethook
-
--- The thread debug.sethook and debug.gethook act on, and the arguments
--- after it.
-local function hook_thread(...)
-  if type((...)) == "thread" then return ..., select(2, ...) end
-  return coroutine.running(), ...
-end
-
-local function own_gethook(...)
-  local co = hook_thread(...)
-  local ok, ours = pcall(core.owns_hook, co)
-  if ok and ours then return nil end
-  return raw_gethook(...)
-end
-
--- (kept by someone while monitors were open, it works again once they
--- are all closed; when perfmon cannot even be asked, at the edge of the C
--- stack or out of memory, it refuses: the hook stays)
-local function refused_sethook(...)
-  local ok, info = pcall(core.info)
-  if ok and info.monitors == 0 then return raw_sethook(...) end
-  local co, hook = hook_thread(...)
-  if ok and hook == nil then -- a program's hook goes, or none: never ours
-    local asked, ours = pcall(core.owns_hook, co)
-    if asked and ours then return end
-    if asked then return raw_sethook(...) end
-  end
-  error(ok and ("debug.sethook: perfmon is monitoring this Lua state (%d monitors "
-    .. "open) and needs its debug hook; close the monitors first"):format(info.monitors)
-    or ("debug.sethook: perfmon needs its debug hook and could not check its "
-    .. "monitors (%s)"):format(tostring(info)), 2)
+local shared_sethook, shared_gethook
+if debuglib then
+  shared_sethook, shared_gethook = core.hook_functions(raw_sethook, raw_gethook)
 end
 
 -- Called whenever a monitor opens or closes (closing may come from a
@@ -242,14 +212,9 @@ local function guard_sethook()
   local ok, info = pcall(core.info)
   local open = ok and info.monitors > 0
   if open and rawequal(debuglib.sethook, raw_sethook) then
-    debuglib.sethook = refused_sethook
-  elseif not open and rawequal(debuglib.sethook, refused_sethook) then
-    debuglib.sethook = raw_sethook
-  end
-  if open and rawequal(debuglib.gethook, raw_gethook) then
-    debuglib.gethook = own_gethook
-  elseif not open and rawequal(debuglib.gethook, own_gethook) then
-    debuglib.gethook = raw_gethook
+    debuglib.sethook, debuglib.gethook = shared_sethook, shared_gethook
+  elseif not open and rawequal(debuglib.sethook, shared_sethook) then
+    debuglib.sethook, debuglib.gethook = raw_sethook, raw_gethook
   end
 end
 
