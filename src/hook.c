@@ -58,14 +58,7 @@ static pm_Thread *thread_new (pm_State *S, lua_State *L) {
   return t;
 }
 
-/* Threads with a program's hook chained, in every state: while there are
-** none, the hook does not look for one. */
-static atomic_int chained;
-
 static void set_chain (pm_Thread *t, lua_Hook h, int mask, int count) {
-  if ((t->chain != NULL) != (h != NULL))
-    atomic_fetch_add_explicit(&chained, h != NULL ? 1 : -1,
-                              memory_order_relaxed);
   t->chain = h;
   t->chain_mask = h != NULL ? mask : 0;
   t->chain_count = h != NULL ? count : 0;
@@ -393,26 +386,37 @@ int pm_hook_chunk (lua_State *L, pm_State *S, int fidx) {
 ** =======================================================
 */
 
+/* Whether h is the monitor's hook, with or without a program's chained. */
+static int is_monitors (pm_State *S, lua_Hook h) {
+  return h == S->hook || h == S->chain_hook;
+}
+
 /* A hook that is neither perfmon's nor the profiler's: a debugger's, a
 ** coverage tool's (debug.sethook). */
 static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
-  return h != NULL && h != S->hook && h != pm_sampler_hook;
+  return h != NULL && !is_monitors(S, h) && h != pm_sampler_hook;
+}
+
+int pm_hook_foreign (pm_State *S, lua_State *co) {
+  return is_foreign(S, co);
 }
 
 int pm_hook_owns (pm_State *S, lua_State *co) {
   return lua_gethook(co) != NULL && !is_foreign(S, co);
 }
 
-/* Sets perfmon's hook on co, with what a program's hook chained there
-** asked for besides calls and returns. */
+/* Sets perfmon's hook on co; where a program's hook is chained, the
+** variant that calls it, with what it asked for besides calls and
+** returns, so that no other thread's events look for one. */
 static void install (pm_State *S, lua_State *co, const pm_Thread *t) {
-  int mask = PM_MASK, count = 0;
-  if (t != NULL && t->chain != NULL) {
-    mask |= t->chain_mask & (LUA_MASKLINE | LUA_MASKCOUNT);
-    count = t->chain_count;
-  }
-  pm_sampler_sethook(S, co, S->hook, mask, count);
+  if (t != NULL && t->chain != NULL)
+    pm_sampler_sethook(S, co, S->chain_hook,
+                       PM_MASK |
+                           (t->chain_mask & (LUA_MASKLINE | LUA_MASKCOUNT)),
+                       t->chain_count);
+  else
+    pm_sampler_sethook(S, co, S->hook, PM_MASK, 0);
 }
 
 /* Keeps the hook that a program set on co (before a monitor opened, or
@@ -437,9 +441,7 @@ int pm_hook_chain (pm_State *S, lua_State *co, lua_Hook h, int mask,
 }
 
 lua_Hook pm_hook_chained (pm_State *S, lua_State *co, int *mask, int *count) {
-  pm_Thread *t = atomic_load_explicit(&chained, memory_order_relaxed) > 0
-                     ? record_of(S, co)
-                     : NULL;
+  pm_Thread *t = record_of(S, co);
   *mask = t != NULL ? t->chain_mask : 0;
   *count = t != NULL ? t->chain_count : 0;
   return t != NULL ? t->chain : NULL;
@@ -458,8 +460,8 @@ static PM_NOINLINE void chain_event (lua_State *L, lua_Debug *ar) {
     t->chain(L, ar);
 }
 
-/* A coroutine made before monitoring began has no hook: give it ours as
-** it is resumed.  (Coroutines made later inherit it from their creator.) */
+/* The coroutine that a resume or a wrapped function is about to run gets
+** the monitor's hook (pm_hook_give). */
 static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
                             unsigned kind) {
   lua_State *co = NULL;
@@ -470,7 +472,12 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
-  if (co == NULL || lua_gethook(co) == S->hook)
+  if (co != NULL)
+    pm_hook_give(S, co);
+}
+
+void pm_hook_give (pm_State *S, lua_State *co) {
+  if (is_monitors(S, lua_gethook(co)))
     return;
   if (!is_foreign(S, co))
     install(S, co, record_of(S, co));
@@ -599,23 +606,32 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   on_event_slow(L, ar, fast);
 }
 
-/* The two hooks: the same code, specialised for each way to the frame. */
+/* The two hooks: the same code, specialised for each way to the frame;
+** and each again for the threads with a program's hook chained. */
 static void hook_fast (lua_State *L, lua_Debug *ar) {
   on_event(L, ar, 1);
-  if (PM_UNLIKELY(atomic_load_explicit(&chained, memory_order_relaxed) > 0))
-    chain_event(L, ar);
 }
 
 static void hook_public (lua_State *L, lua_Debug *ar) {
   on_event(L, ar, 0);
-  if (PM_UNLIKELY(atomic_load_explicit(&chained, memory_order_relaxed) > 0))
-    chain_event(L, ar);
+}
+
+static void hook_fast_chained (lua_State *L, lua_Debug *ar) {
+  on_event(L, ar, 1);
+  chain_event(L, ar);
+}
+
+static void hook_public_chained (lua_State *L, lua_Debug *ar) {
+  on_event(L, ar, 0);
+  chain_event(L, ar);
 }
 
 void pm_hook_choose (lua_State *L, pm_State *S) {
   const char *force = getenv("PERFMON_PATH");
   int forced = force != NULL && strcmp(force, "public") == 0;
   S->hook = !forced && pm_frame_verify(L) ? hook_fast : hook_public;
+  S->chain_hook =
+      S->hook == hook_fast ? hook_fast_chained : hook_public_chained;
   S->trap_direct = !forced && pm_trap_verify(L);
 }
 
@@ -703,7 +719,7 @@ static void lose (pm_State *S, pm_Thread *t) {
 /* must: the thread always has perfmon's hook while monitors are open (the
 ** main thread); others may have none yet (a coroutine not resumed since). */
 static void check_hook (pm_State *S, lua_State *L, int must) {
-  if (lua_gethook(L) != S->hook && (must || is_foreign(S, L)))
+  if (!is_monitors(S, lua_gethook(L)) && (must || is_foreign(S, L)))
     lose(S, record_of(S, L));
 }
 

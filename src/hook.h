@@ -51,8 +51,15 @@ void pm_hook_settle (lua_State *L, pm_State *S);
 ** thread, L and every thread perfmon knows. */
 int pm_hook_lost (lua_State *L, pm_State *S);
 
-/* Whether co's hook is perfmon's own (a monitor's or the profiler's). */
+/* Whether co's hook is perfmon's own (a monitor's or the profiler's), or
+** another (a debugger's, a coverage tool's). */
 int pm_hook_owns (pm_State *S, lua_State *co);
+int pm_hook_foreign (pm_State *S, lua_State *co);
+
+/* Gives co the monitor's hook as it is resumed, keeping a program's hook
+** found there (a coroutine made before monitoring began has none of
+** perfmon's; those made later inherit it from their creator). */
+void pm_hook_give (pm_State *S, lua_State *co);
 
 /* A program's hook h on co (debug.sethook, a debugger's, a coverage
 ** tool's), while monitors are open: perfmon keeps its own hook on co and

@@ -564,8 +564,8 @@ static int co_wrapped (lua_State *L) {
   pm_State *S = lua_touserdata(L, lua_upvalueindex(2));
   pm_Profiler *P = profiler_of(L, 2);
   int r;
-  if (!S->closed && S->monitors > 0 && lua_gethook(co) != S->hook)
-    pm_sampler_sethook(S, co, S->hook, LUA_MASKCALL | LUA_MASKRET, 0);
+  if (!S->closed && S->monitors > 0)
+    pm_hook_give(S, co);
   if (P != NULL)
     set_running(L, P, lua_upvalueindex(1));
   r = resume_n(L, co, lua_gettop(L));
@@ -712,11 +712,6 @@ static void unpatch (lua_State *L, int anchor) {
 ** =======================================================
 */
 
-static int is_foreign (pm_State *S, lua_State *L) {
-  lua_Hook h = lua_gethook(L);
-  return h != NULL && h != S->hook && h != pm_sampler_hook;
-}
-
 void pm_profiler_init (pm_Profiler *P, pm_State *S) {
   memset(P, 0, sizeof(*P));
   P->S = S;
@@ -832,7 +827,7 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   if (P->reading > 0)
     luaL_error(L, "its records are being read (a finalizer ran during "
                   "results(), samples() or to_gecko())");
-  if (is_foreign(S, L) || is_foreign(S, S->main))
+  if (pm_hook_foreign(S, L) || pm_hook_foreign(S, S->main))
     luaL_error(L, "a debug hook is already set (debug.sethook); the "
                   "profiler needs the count hook");
   start(L, P, idx, rate_us, timer, max_samples);

@@ -75,7 +75,7 @@ static int request (pm_State *S, lua_State *L) {
   int mask = LUA_MASKCOUNT;
   if (h == NULL)
     h = pm_sampler_hook;
-  else if (h == pm_sampler_hook || h == S->hook)
+  else if (h == pm_sampler_hook || h == S->hook || h == S->chain_hook)
     mask |= lua_gethookmask(L);
   else
     return 0; /* a foreign hook (debug.sethook) is left alone: no sample */

@@ -122,6 +122,7 @@ struct pm_State {
 
   /* hook.c */
   lua_Hook hook; /* the fast or the public one */
+  lua_Hook chain_hook; /* the same, calling a program's hook chained */
   int trap_direct; /* hooks are set without walking the stack (trap.h) */
   lua_Hook debug_hook; /* the debug library's, which debug.sethook sets */
   pm_Thread *current; /* the thread of the last hook event */
