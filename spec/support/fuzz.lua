@@ -234,9 +234,16 @@ function OPS.monitor(op)
   m:snapshot()
 end
 function OPS.snapshot() return FZ.snapshot() end
-function OPS.sethook() -- a debugger comes and goes; refused while monitored
+function OPS.sethook() -- a debugger comes and goes, chained while monitored
   if not FZ.sethook then return end
-  if pcall(debug.sethook, function() end, "c") then debug.sethook() end
+  local calls = 0
+  local function probe() end
+  if pcall(debug.sethook, function(event) if event == "call" then calls = calls + 1 end end, "c") then
+    probe()
+    local n = calls
+    debug.sethook()
+    assert(n >= 1, "fuzz: a debugger's call hook heard no call")
+  end
 end
 function OPS.attach(op) return FZ.attach(op[2], op[3]) end
 function OPS.load(op) -- a plugin loads a chunk of its own
