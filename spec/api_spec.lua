@@ -12,9 +12,11 @@ local perfmon = require("perfmon")
 local raw_gethook = debug.gethook
 local cjson = require("cjson")
 
-local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
+local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks",
+                      "events", "event_us" }
 local ALL_FIELDS = { "id", "name", "kind", "memberships", "user_us", "system_us",
-                     "cpu_us", "blocking_us", "ticks", "durations", "longest" }
+                     "cpu_us", "blocking_us", "ticks", "durations", "longest",
+                     "events", "event_us" }
 local NOT_CHARGED_US = 1000
 
 -- The plugin every test loads.  spin touches no global (its only upvalue is
@@ -122,6 +124,10 @@ local function check_stats(st, id, allow_negative)
   end
   assert(is_int(st.longest))
   assert.equals(longest, st.longest)
+  -- durations counts some of the events: those of 1 ms or more
+  if not allow_negative then
+    assert(st.events >= st.durations[1], ("events %d < durations[1] %d"):format(st.events, st.durations[1]))
+  end
 end
 
 local function check_snapshot(snap, allow_negative)
@@ -688,7 +694,10 @@ describe("perfmon API", function()
       assert.equals(n, d.groups[g.id].ticks)
       assert_near(d.groups[g.id].cpu_us, spent)
       assert.equals(1, d.groups[g.id].durations[1])
+      assert.equals(1, d.groups[g.id].events)
+      assert_near(d.groups[g.id].event_us, spent)
       assert.equals(1, d.process.ticks)
+      assert.equals(1, d.process.events)
     end)
 
     it("subtract counts a group made after the older snapshot from zero", function()
@@ -743,6 +752,8 @@ describe("perfmon API", function()
       differs(function(z) z.groups[g.id].cpu_us = 1 end)
       differs(function(z) z.process.blocking_us = 1 end)
       differs(function(z) z.process.durations[3] = 1 end)
+      differs(function(z) z.groups[g.id].events = 1 end)
+      differs(function(z) z.process.event_us = 1 end)
       differs(function(z) z.groups[g.id].memberships[#z.groups[g.id].memberships + 1] = 99 end)
       differs(function(z) z.groups[g.id].name = "renamed" end)
       differs(function(z) z.groups[g.id] = nil end)

@@ -39,7 +39,8 @@ describe("the API fuzzer", function()
       local function st(id, cpu)
         return { id = id, name = "g", kind = "plugin", memberships = { 0 },
                  user_us = cpu, system_us = 0, cpu_us = cpu, blocking_us = 0,
-                 ticks = ticks or 0, durations = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } }
+                 ticks = ticks or 0, durations = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+                 events = 0, event_us = 0 }
       end
       return { time = 0, process = st(0, process_cpu), groups = { st(1, group_cpu) } }
     end

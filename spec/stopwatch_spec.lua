@@ -535,6 +535,80 @@ describe("perfmon stopwatch", function()
       assert.are.equal(3, sa.longest)
       assert.are.equal(3, sa.ticks)
     end)
+
+    it("counts the events each group ran in and sums its CPU time over them", function()
+      local A, a = plugin("A", [[
+        local M = {}
+        function M.run(ms) local t0 = os.clock() spin(ms) return os.clock() - t0 end
+        return M]])
+      local B, b = plugin("B", [[
+        local M = {}
+        function M.noop() return 1 end
+        return M]])
+      local C = plugin("C", "return {}") -- never runs under the monitor
+      local mon <close> = monitor()
+      local lengths = { 2, 5, 9, 3, 12, 1 }
+      local a_us, event_us, n = 0, 0, 0
+      local d = measure(mon, function()
+        for i, ms in ipairs(lengths) do
+          local c0 = os.clock()
+          perfmon.event(function()
+            a_us = a_us + a.run(ms) * 1e6
+            if i % 2 == 0 then b.noop() end
+          end)
+          event_us = event_us + (os.clock() - c0) * 1e6
+          n = n + 1
+        end
+        for _ = 1, 4 do perfmon.event(host_spin, 2) end -- events neither A nor B runs in
+        host_spin(5)                                    -- outside any event
+      end)
+      local sa, sb, sc = st(d, A), st(d, B), st(d, C)
+      assert.are.equal(n, sa.events)
+      assert.are.equal(n // 2, sb.events)
+      assert.are.equal(0, sc.events)
+      assert.are.equal(n + 4, d.process.events)
+      assert_near(sa.event_us, a_us, "A's event_us")
+      assert(sb.event_us < 1000, ("B's event_us %d for a few calls"):format(sb.event_us))
+      assert.are.equal(0, sc.event_us)
+      -- the process's events: A's, and the host's 4 x 2 ms; not the 5 ms outside
+      assert_near(d.process.event_us, event_us + 8 * MS, "the process's event_us")
+      assert(d.process.event_us <= d.process.cpu_us + BOUND_SLACK, "event_us above cpu_us")
+    end)
+
+    it("counts thousands of short events exactly, their time within the windows", function()
+      local A, a = plugin("A", [[
+        local M = { spent = 0 }
+        function M.run(us)
+          local t0 = os.clock()
+          local t = t0 + us / 1e6
+          while os.clock() < t do end
+          M.spent = M.spent + (os.clock() - t0) * 1e6
+        end
+        return M]])
+      local mon <close> = monitor()
+      local n = 3000
+      local d = measure(mon, function()
+        for _ = 1, n do perfmon.event(a.run, 30) end
+      end)
+      assert.are.equal(n, st(d, A).events)
+      assert.are.equal(n, d.process.events)
+      assert_near(st(d, A).event_us, a.spent, "A's event_us")
+    end)
+
+    it("counts no events without the jank probe, as durations", function()
+      local A, a = plugin("A", [[
+        local M = {}
+        function M.run(ms) spin(ms) end
+        return M]])
+      local mon <close> = monitor{ "ticks", "blocking" }
+      local d = measure(mon, function()
+        for _ = 1, 5 do perfmon.event(a.run, 2) end
+      end)
+      assert.are.equal(5, st(d, A).ticks)
+      assert.are.equal(0, st(d, A).events)
+      assert.are.equal(0, d.process.events)
+      assert.are.equal(0, d.process.event_us)
+    end)
   end)
 
   ---------------------------------------------------------------------------

@@ -31,6 +31,8 @@ typedef struct pm_Stats {
   double user_us, system_us, cpu_us, blocking_us;
   uint64_t ticks;
   uint64_t durations[PM_DURATIONS];
+  uint64_t events; /* events it ran in: what durations counts from */
+  double event_us; /* the sum of its CPU time in those events */
 } pm_Stats;
 
 typedef struct pm_Env pm_Env;

@@ -196,7 +196,7 @@ static void push_stats (lua_State *L, int id, const char *name,
                         const char *kind, const pm_Stats *st, const int *ids,
                         int nids) {
   int k, longest = 0;
-  lua_createtable(L, 0, 12);
+  lua_createtable(L, 0, 14);
   lua_pushinteger(L, id);
   lua_setfield(L, -2, "id");
   lua_pushstring(L, name);
@@ -223,6 +223,9 @@ static void push_stats (lua_State *L, int id, const char *name,
       longest = k + 1;
   }
   lua_setfield(L, -2, "durations");
+  lua_pushinteger(L, (lua_Integer)st->events);
+  lua_setfield(L, -2, "events");
+  set_number(L, "event_us", st->event_us);
   lua_pushinteger(L, longest);
   lua_setfield(L, -2, "longest");
 }

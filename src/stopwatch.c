@@ -303,15 +303,19 @@ enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT };
 ** an estimate at the last window's rate, capped at the wall time: that part
 ** is short, so the estimate only ever decides that it is short. */
 
+/* Counts an event that took cpu_us: its count and sum make the buckets of
+** durations a histogram with a total (OpenMetrics' _count and _sum). */
 static void histogram (pm_Stats *st, double cpu_us) {
   double ms = cpu_us / 1000.0, bound = 1.0;
   int k;
+  st->events++;
+  st->event_us += cpu_us;
   for (k = 0; k < PM_DURATIONS && ms >= bound; k++, bound *= 2)
     st->durations[k]++;
 }
 
 /* What a group did in the period ending: ticks, blocking time, and for an
-** event its histogram entry and the watcher's check.  cpu_us: its CPU
+** event it ran in its histogram entry; for any event the watcher's check.  cpu_us: its CPU
 ** time in the period.  In a quiet region (listeners run) it is dropped. */
 static void commit_group (pm_State *S, pm_Group *g, double cpu_us,
                           int is_event) {
@@ -321,7 +325,10 @@ static void commit_group (pm_State *S, pm_Group *g, double cpu_us,
     g->total.blocking_us += g->recent_blocking;
     g->total.ticks += g->recent_ticks;
     if (is_event) {
-      histogram(&g->total, cpu_us);
+      /* an event it ran in: a group only restarted at the boundary, or
+      ** not measured (no jank probe), has no cycles in it */
+      if (g->recent_cycles > 0)
+        histogram(&g->total, cpu_us);
       if (S->watching)
         pm_alert_check(S, g, cpu_us, g->recent_blocking);
     }

@@ -13,7 +13,8 @@ local PROBE_LIST = {} -- "jank, blocking, ticks, chunks", in bit order
 for name in pairs(PROBES) do PROBE_LIST[#PROBE_LIST + 1] = name end
 table.sort(PROBE_LIST, function(a, b) return PROBES[a] < PROBES[b] end)
 PROBE_LIST = table.concat(PROBE_LIST, ", ")
-local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
+local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks",
+                      "events", "event_us" }
 
 local args = require("perfmon.args")
 local arg_error = args.error

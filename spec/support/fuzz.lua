@@ -474,7 +474,7 @@ end
 -- Invariants
 ----------------------------------------------------------------------------
 
-local FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks" }
+local FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks", "events", "event_us" }
 local BOUNDED = { "user_us", "system_us", "cpu_us", "blocking_us" }
 
 local function check_stats(F, st, where)
@@ -503,6 +503,11 @@ local function check(F, s, label)
         fail(F, ("%s: group %d (%s) %s = %d exceeds the process's %d"):format(
           where, id, st.name, f, st[f], s.process[f]))
       end
+    end
+    -- a group runs only in events the process counts
+    if st.events > s.process.events then
+      fail(F, ("%s: group %d events = %d exceeds the process's %d"):format(
+        where, id, st.events, s.process.events))
     end
     for k = 1, 10 do
       if st.durations[k] > s.process.durations[k] then
