@@ -296,6 +296,16 @@ function perfmon.json(snap)
   return text_utf8(text)
 end
 
+--- The snapshot as an OpenMetrics text exposition (perfmon.openmetrics,
+-- docs/openmetrics.md); opts: { prefix = "perfmon_", labels = {...} }.
+function perfmon.openmetrics(snap, opts)
+  if getmetatable(snap) ~= Snapshot then
+    arg_error(1, "openmetrics", "snapshot expected, got " .. type(snap))
+  end
+  -- a tail call, so that encode's argument errors name the user's line
+  return require("perfmon.openmetrics").encode(snap, opts)
+end
+
 perfmon.info = core.info
 
 return perfmon
