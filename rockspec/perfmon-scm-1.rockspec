@@ -57,6 +57,7 @@ build = {
     ["perfmon.flamegraph"] = "lua/perfmon/flamegraph.lua",
     ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
     ["perfmon.loader"] = "lua/perfmon/loader.lua",
+    ["perfmon.openmetrics"] = "lua/perfmon/openmetrics.lua",
     ["perfmon.plugin_watcher"] = "lua/perfmon/plugin_watcher.lua",
     ["perfmon.profiler"] = "lua/perfmon/profiler.lua",
     ["perfmon.text"] = "lua/perfmon/text.lua",
