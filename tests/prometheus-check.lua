@@ -1,7 +1,7 @@
--- tests/prometheus-check.lua URL SECONDS PID -- the checks of
+-- tests/prometheus-check.lua URL SECONDS PID HOST_URL -- the checks of
 -- tests/prometheus-test: asks the Prometheus at URL (process PID) what it
--- scraped from examples/metrics_host.lua, and compares it with what the
--- host's plugins cost.  Gives up after SECONDS.
+-- scraped from examples/metrics_host.lua (at HOST_URL), and compares it
+-- with what the host's plugins cost.  Gives up after SECONDS.
 --
 -- The host runs an event every ~20 ms (it sleeps 20 ms between events);
 -- every other event the janky plugin burns 80 ms of CPU by os.clock, the
@@ -17,8 +17,9 @@ local http = require("socket.http")
 local socket = require("socket")
 local cjson = require("cjson")
 
-local url, seconds, pid = arg[1], tonumber(arg[2]), arg[3]
-assert(url and seconds and pid, "usage: prometheus-check.lua URL SECONDS PID")
+local url, seconds, pid, host_url = arg[1], tonumber(arg[2]), arg[3], arg[4]
+assert(url and seconds and pid and host_url,
+  "usage: prometheus-check.lua URL SECONDS PID HOST_URL")
 local deadline = socket.gettime() + seconds
 
 local function fail(msg)
@@ -60,6 +61,14 @@ local function wait(what, ready)
     socket.sleep(0.5)
   end
   fail(("gave up after %d s waiting for %s (%s)"):format(seconds, what, tostring(last)))
+end
+
+-- The host serves OpenMetrics, which Prometheus then parses as such.
+local body, code, headers = http.request(host_url .. "/metrics")
+if code ~= 200 or headers["content-type"] ~= "application/openmetrics-text; version=1.0.0; charset=utf-8"
+  or body:sub(-6) ~= "# EOF\n" then
+  fail(("GET %s/metrics: %s, Content-Type %s"):format(host_url, tostring(code),
+    tostring(headers and headers["content-type"])))
 end
 
 wait("Prometheus's API", function()
