@@ -195,6 +195,74 @@ void pm_chunk_forget (pm_State *S, pm_Chunk *c) {
 
 /*
 ** {======================================================
+** Source prefixes
+** =======================================================
+*/
+
+static int source_find (pm_State *S, const char *prefix, size_t len,
+                        pm_Group *g) {
+  int i;
+  for (i = 0; i < S->nsources; i++)
+    if (S->sources[i].g == g && S->sources[i].len == len &&
+        memcmp(S->sources[i].prefix, prefix, len) == 0)
+      return i;
+  return -1;
+}
+
+int pm_source_attach (pm_State *S, const char *prefix, size_t len,
+                      pm_Group *g) {
+  pm_Source *src;
+  if (source_find(S, prefix, len, g) >= 0)
+    return 1;
+  if (S->nsources == S->sourcecap) {
+    int cap = S->sourcecap ? 2 * S->sourcecap : 8;
+    pm_Source *a = pm_alloc(S, (size_t)cap * sizeof(*a));
+    if (a == NULL)
+      return 0;
+    if (S->sources != NULL) {
+      memcpy(a, S->sources, (size_t)S->nsources * sizeof(*a));
+      pm_free(S, S->sources, (size_t)S->sourcecap * sizeof(*a));
+    }
+    S->sources = a;
+    S->sourcecap = cap;
+  }
+  src = &S->sources[S->nsources];
+  if ((src->prefix = pm_alloc(S, len + 1)) == NULL)
+    return 0;
+  memcpy(src->prefix, prefix, len);
+  src->prefix[len] = '\0';
+  src->len = len;
+  src->g = g;
+  S->nsources++;
+  pm_functions_forget(S);
+  return 1;
+}
+
+int pm_source_detach (pm_State *S, const char *prefix, size_t len,
+                      pm_Group *g) {
+  int i = source_find(S, prefix, len, g);
+  if (i < 0)
+    return 0;
+  pm_free(S, S->sources[i].prefix, S->sources[i].len + 1);
+  S->sources[i] = S->sources[--S->nsources];
+  pm_functions_forget(S);
+  return 1;
+}
+
+static void sources_free (pm_State *S) {
+  int i;
+  for (i = 0; i < S->nsources; i++)
+    pm_free(S, S->sources[i].prefix, S->sources[i].len + 1);
+  if (S->sources != NULL)
+    pm_free(S, S->sources, (size_t)S->sourcecap * sizeof(pm_Source));
+  S->sources = NULL;
+  S->nsources = S->sourcecap = 0;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
 ** Sets
 ** =======================================================
 */
@@ -270,10 +338,22 @@ static size_t set_size (const pm_Set *s) {
          (size_t)(s->n > 0 ? s->n - 1 : 0) * sizeof(pm_Group *);
 }
 
-pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c,
+/* Adds g to the n groups of set unless it is there or the set is full. */
+static int set_add (pm_Group **set, int n, pm_Group *g) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (set[i] == g)
+      return n;
+  if (n == PM_SET_MAX)
+    return n;
+  set[n] = g;
+  return n + 1;
+}
+
+pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
                     const char *chunkname) {
   pm_Group *g[PM_SET_MAX];
-  int n = 0;
+  int n = 0, i;
   if (e != NULL) {
     memcpy(g, e->g, (size_t)e->n * sizeof(*g));
     n = e->n;
@@ -288,7 +368,13 @@ pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c,
         c->env->refs++;
       }
     }
-    g[n++] = c->group;
+    n = set_add(g, n, c->group);
+  }
+  if (source != NULL && S->nsources > 0) {
+    const char *path = source + (*source == '@' || *source == '=');
+    for (i = 0; i < S->nsources; i++)
+      if (strncmp(path, S->sources[i].prefix, S->sources[i].len) == 0)
+        n = set_add(g, n, S->sources[i].g);
   }
   return set_intern(S, g, n);
 }
@@ -370,6 +456,7 @@ void pm_groups_free (pm_State *S) {
     pm_free(S, S->groups, (size_t)S->groupcap * sizeof(pm_Group *));
   S->groups = NULL;
   S->ngroups = S->groupcap = 0;
+  sources_free(S);
   pm_sets_free(S);
 }
 

@@ -12,11 +12,15 @@
 **
 ** An environment record (pm_Env) holds the groups attached to one _ENV
 ** table.  A chunk record (pm_Chunk) remembers the environment a chunk was
-** loaded with, for its functions that have no _ENV upvalue.
+** loaded with, for its functions that have no _ENV upvalue.  A source
+** prefix (pm_Source) puts every chunk whose path begins with it in a
+** group, whatever its environment: a plugin's files, where plugins share
+** _G.
 */
 #ifndef PM_GROUP_H
 #define PM_GROUP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clock.h"
@@ -82,6 +86,12 @@ struct pm_Env {
   pm_Env *next, *prev; /* all records, for memberships */
 };
 
+typedef struct pm_Source {
+  char *prefix; /* of a chunk's path: its source without a leading @ or = */
+  size_t len;
+  pm_Group *g;
+} pm_Source;
+
 typedef struct pm_Chunk {
   pm_Env *env; /* the environment it was loaded with, or NULL */
   int ambiguous; /* the source is shared by chunks of different envs */
@@ -102,9 +112,16 @@ pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create);
 void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e);
 void pm_chunk_forget (pm_State *S, pm_Chunk *c);
 
-/* The set of e's groups, plus c's chunk group when chunks are probed;
-** NULL when memory ran out. */
-pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *chunkname);
+/* Every chunk whose path begins with prefix (len bytes) belongs to g too;
+** attaching returns 0 when memory ran out, detaching whether it was. */
+int pm_source_attach (pm_State *S, const char *prefix, size_t len, pm_Group *g);
+int pm_source_detach (pm_State *S, const char *prefix, size_t len, pm_Group *g);
+
+/* The set of e's groups, the groups of the source prefixes that source
+** (lua_Debug.source) begins with, and c's chunk group when chunks are
+** probed, PM_SET_MAX at most; NULL when memory ran out. */
+pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
+                    const char *chunkname);
 void pm_sets_free (pm_State *S);
 
 /* Groups that contain g: attached to every environment g is attached to

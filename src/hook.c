@@ -233,7 +233,7 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
       e = c->env;
     c->unresolved |= c->env == NULL;
   }
-  return pm_set_for(S, e, c, d.short_src);
+  return pm_set_for(S, e, c, d.source, d.short_src);
 }
 
 /* Resolves and caches the function on the top of the stack. */
@@ -650,7 +650,7 @@ const char *pm_hook_path (pm_State *S) {
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
   if (S->monitors == 0) {
     if (S->empty == NULL &&
-        (S->empty = pm_set_for(S, NULL, NULL, NULL)) == NULL)
+        (S->empty = pm_set_for(S, NULL, NULL, NULL, NULL)) == NULL)
       return "not enough memory";
     /* a debugger's or coverage tool's hook stays, called from perfmon's */
     if ((is_foreign(S, L) && !adopt(S, L)) ||

@@ -137,6 +137,36 @@ static int l_detach (lua_State *L) {
   return 1;
 }
 
+/* The prefix argument of attach_source and detach_source. */
+static const char *check_prefix (lua_State *L, size_t *len) {
+  const char *p = luaL_checklstring(L, 1, len);
+  luaL_argcheck(L, *len > 0, 1, "the prefix is empty");
+  luaL_argcheck(L, strlen(p) == *len, 1, "the prefix holds a NUL byte");
+  return p;
+}
+
+/* perfmon.attach_source(prefix, group): every chunk whose path (its
+** source without a leading @ or =) begins with prefix belongs to group */
+static int l_attach_source (lua_State *L) {
+  pm_State *S = state(L);
+  size_t len;
+  const char *prefix = check_prefix(L, &len);
+  pm_Group *g = check_group(L, 2);
+  if (!pm_source_attach(S, prefix, len, g))
+    return (nomem(L), 0);
+  return 0;
+}
+
+/* perfmon.detach_source(prefix, group) -> whether it was attached */
+static int l_detach_source (lua_State *L) {
+  pm_State *S = state(L);
+  size_t len;
+  const char *prefix = check_prefix(L, &len);
+  pm_Group *g = check_group(L, 2);
+  lua_pushboolean(L, pm_source_detach(S, prefix, len, g));
+  return 1;
+}
+
 /* core.chunk(fn): fn is the main function of a chunk just loaded */
 static int l_chunk (lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
@@ -633,6 +663,8 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"is_group", l_is_group},
                                       {"attach", l_attach},
                                       {"detach", l_detach},
+                                      {"attach_source", l_attach_source},
+                                      {"detach_source", l_detach_source},
                                       {"chunk", l_chunk},
                                       {"open", l_open},
                                       {"close", l_close},

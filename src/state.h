@@ -76,6 +76,8 @@ struct pm_State {
   pm_Group **groups;
   int ngroups, groupcap;
   pm_Env *envs;
+  pm_Source *sources;
+  int nsources, sourcecap;
   pm_Set **sets;
   size_t setmask, nsets;
   pm_Set *empty;

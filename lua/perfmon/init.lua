@@ -35,6 +35,8 @@ end
 
 perfmon.group = core.group
 perfmon.attach = core.attach
+perfmon.attach_source = core.attach_source
+perfmon.detach_source = core.detach_source
 perfmon.detach = core.detach
 
 local function check_env(fname, n, env, group)
