@@ -670,9 +670,11 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
 /* Removes perfmon's hook from L, never a debugger's that took its place;
 ** a program's hook chained there is set back as the program set it. */
 static void unhook (pm_State *S, lua_State *L, pm_Thread *t) {
-  if (t != NULL && t->chain != NULL && !is_foreign(S, L))
+  if (is_foreign(S, L))
+    return;
+  if (t != NULL && t->chain != NULL)
     lua_sethook(L, t->chain, t->chain_mask, t->chain_count);
-  else if (!is_foreign(S, L))
+  else
     pm_sampler_sethook(S, L, NULL, 0, 0);
 }
 
