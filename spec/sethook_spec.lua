@@ -265,6 +265,24 @@ describe("debug.sethook while perfmon monitors", function()
     assert.is_false(perfmon.info().hook_lost)
   end)
 
+  it("rejects bad arguments to the core functions behind it, naming them", function()
+    local core = require("perfmon.core")
+    local ok, err = pcall(core.owns_hook, "main")
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to '[%w.]*owns_hook' %(thread expected, got string%)", err)
+    ok, err = pcall(core.hook_functions, raw_sethook, 1)
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to '[%w.]*hook_functions' %(function expected, got number%)", err)
+    local m <close> = perfmon.monitor{ "ticks" }
+    ok, err = pcall(debug.sethook, foreign, {})
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to '[%w.]*sethook' %(string expected, got table%)", err)
+    ok, err = pcall(debug.sethook, "not a function", "c")
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to '[%w.]*sethook' %(function expected, got string%)", err)
+    assert.equals("external hook", raw_gethook()) -- perfmon's, unchanged
+  end)
+
   it("reports no loss when nothing took the hook", function()
     local _, p = plugin("sh_clean")
     local m <close> = perfmon.monitor{ "jank", "ticks" }
