@@ -16,87 +16,11 @@ local gecko = {}
 
 gecko.VERSION = 27
 
--- JSON null, and the marker of a table that is a JSON array.
-gecko.null = setmetatable({}, { __tostring = function() return "null" end })
-local ARRAY = {}
+local text = require("perfmon.text")
+local array, null = text.array, text.null
 
-local function array(t)
-  return setmetatable(t or {}, ARRAY)
-end
-gecko.array = array
-
-----------------------------------------------------------------------------
--- JSON
-----------------------------------------------------------------------------
-
-local ESC = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
-
-local text_utf8 = require("perfmon.text").utf8
-
--- A JSON string: names may hold any bytes (a chunk name Lua cut in the
--- middle of a character...), and JSON is UTF-8.
-local function quote(s)
-  return '"' .. text_utf8(s):gsub('[%c"\\]', function(c)
-    return ESC[c] or ("\\u%04x"):format(c:byte())
-  end) .. '"'
-end
-
-local function encode(v, out)
-  local t = type(v)
-  if v == gecko.null or v == nil then
-    out[#out + 1] = "null"
-  elseif t == "string" then
-    out[#out + 1] = quote(v)
-  elseif t == "number" then
-    if math.type(v) == "integer" then
-      out[#out + 1] = ("%d"):format(v)
-    elseif v ~= v or v == math.huge or v == -math.huge then
-      out[#out + 1] = "null"
-    elseif v == math.floor(v) and math.abs(v) < 2^53 then
-      out[#out + 1] = ("%d"):format(math.tointeger(v))
-    else
-      out[#out + 1] = ("%.17g"):format(v)
-    end
-  elseif t == "boolean" then
-    out[#out + 1] = tostring(v)
-  elseif t == "table" then
-    if getmetatable(v) == ARRAY then
-      out[#out + 1] = "["
-      for i = 1, #v do
-        if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out)
-      end
-      out[#out + 1] = "]"
-    else
-      local keys = {}
-      for k in pairs(v) do
-        if type(k) ~= "string" then
-          error("gecko.encode: object key must be a string, got " .. type(k))
-        end
-        keys[#keys + 1] = k
-      end
-      table.sort(keys) -- a stable text for a given profile
-      out[#out + 1] = "{"
-      for i, k in ipairs(keys) do
-        if i > 1 then out[#out + 1] = "," end
-        out[#out + 1] = quote(k)
-        out[#out + 1] = ":"
-        encode(v[k], out)
-      end
-      out[#out + 1] = "}"
-    end
-  else
-    error("gecko.encode: cannot encode a " .. t)
-  end
-end
-
---- The JSON text of v: tables made with gecko.array are arrays, other
--- tables objects, gecko.null is null.
-function gecko.encode(v)
-  local out = {}
-  encode(v, out)
-  return table.concat(out)
-end
+--- The JSON text of a profile (perfmon.text's JSON, valid UTF-8).
+gecko.encode = text.json
 
 ----------------------------------------------------------------------------
 -- Labels and categories
@@ -164,7 +88,7 @@ local function new_thread(number, name, pid)
   }
   th.json = {
     name = name, processType = "default", processName = "perfmon",
-    pid = pid, tid = number, registerTime = 0, unregisterTime = gecko.null,
+    pid = pid, tid = number, registerTime = 0, unregisterTime = null,
     samples = { schema = { stack = 0, time = 1, eventDelay = 2 }, data = th.samples },
     markers = { schema = { name = 0, startTime = 1, endTime = 2, phase = 3, category = 4, data = 5 },
                 data = th.markers },
@@ -194,7 +118,9 @@ end
 function gecko.profile(d)
   local funcs, nodes = d.funcs, d.nodes
   local cats, category_of = categories()
-  local start_ms = d.start_time_us / 1000
+  -- whole ms: JSON numbers keep 14 digits (perfmon.text), and times since
+  -- the epoch have 13 before the point; every other time is relative to it
+  local start_ms = d.start_time_us // 1000
   local interval_ms = d.interval_us / 1000
   local pid = d.pid
   local threads, order = {}, {}
@@ -216,8 +142,8 @@ function gecko.profile(d)
     local i = th.frame_index[key]
     if not i then
       th.frames[#th.frames + 1] = array{
-        string_of(th, gecko.label(f)), false, 0, gecko.null,
-        line >= 0 and line or gecko.null, gecko.null,
+        string_of(th, gecko.label(f)), false, 0, null,
+        line >= 0 and line or null, null,
         category_of(f.group_id, f.group), 0,
       }
       i = #th.frames - 1
@@ -230,7 +156,7 @@ function gecko.profile(d)
     local i = th.stack_of[node]
     if not i then
       local parent = nodes.parent[node]
-      local prefix = parent ~= 0 and stack_of(th, parent) or gecko.null
+      local prefix = parent ~= 0 and stack_of(th, parent) or null
       th.stacks[#th.stacks + 1] = array{ prefix, frame_of(th, node) }
       i = #th.stacks - 1
       th.stack_of[node] = i
@@ -274,7 +200,7 @@ function gecko.profile(d)
   return {
     meta = {
       version = gecko.VERSION, interval = interval_ms, startTime = start_ms,
-      shutdownTime = gecko.null, processType = 0, product = "perfmon (" .. _VERSION .. ")",
+      shutdownTime = null, processType = 0, product = "perfmon (" .. _VERSION .. ")",
       stackwalk = 0, debug = 0, gcpoison = 0, asyncstack = 0,
       platform = "", oscpu = "", misc = "", abi = "", toolkit = "",
       categories = cats, markerSchema = MARKER_SCHEMA,

@@ -18,7 +18,7 @@ local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks",
 
 local args = require("perfmon.args")
 local arg_error = args.error
-local text_utf8 = require("perfmon.text").utf8
+local text = require("perfmon.text")
 
 -- A method called with something else as self (mon.close() for
 -- mon:close()) names the mistake instead of failing inside perfmon.
@@ -279,23 +279,27 @@ end
 -- JSON
 ----------------------------------------------------------------------------
 
---- The snapshot as JSON (lua-cjson); groups are keyed by their id.
+-- A group's stats as JSON values: memberships is a list even when empty.
+local function json_stats(st)
+  local j = {}
+  for k, v in pairs(st) do j[k] = v end
+  j.memberships = text.array(table.move(st.memberships, 1, #st.memberships, 1, {}))
+  j.durations = text.array(table.move(st.durations, 1, #st.durations, 1, {}))
+  return j
+end
+
+--- The snapshot as JSON (perfmon.text's, through lua-cjson); groups are
+-- keyed by their id.
 function perfmon.json(snap)
   if getmetatable(snap) ~= Snapshot then
     arg_error(1, "json", "snapshot expected, got " .. type(snap))
   end
-  local cjson = require("cjson")
   local groups = {}
-  for id, st in pairs(snap.groups) do groups[tostring(id)] = st end
-  -- cjson writes 14 significant digits; time has 16, so it is written here
-  local text = ('{"time":%d,"process":%s,"groups":%s%s}'):format(
-    snap.time, cjson.encode(snap.process), cjson.encode(groups),
-    snap.hook_lost and ',"hook_lost":true' or "")
-  -- cjson writes an empty table as {}: memberships is always a list
-  text = text:gsub('"memberships":{}', '"memberships":[]')
-  -- cjson passes the bytes of names through: JSON must be UTF-8 (invalid
-  -- bytes only occur inside strings, so the text stays JSON)
-  return text_utf8(text)
+  for id, st in pairs(snap.groups) do groups[tostring(id)] = json_stats(st) end
+  return text.json{
+    time = snap.time, process = json_stats(snap.process), groups = groups,
+    hook_lost = snap.hook_lost,
+  }
 end
 
 --- The snapshot as an OpenMetrics text exposition (perfmon.openmetrics,

@@ -1,10 +1,11 @@
---- perfmon.text: names as valid UTF-8, for the JSON perfmon writes.
+--- perfmon.text: the text perfmon writes: names as valid UTF-8, and JSON
+-- through lua-cjson.
 --
 -- Names are bytes: a group's name is what the host gave, a chunk's name
 -- what load was given (and Lua's short_src may cut it in the middle of a
 -- character), a function's name what the profiler kept of it.  JSON must be
--- UTF-8, and lua-cjson passes bytes through unchecked, so perfmon.json and
--- the Gecko export (perfmon.gecko) both write names through text.utf8.
+-- UTF-8, and lua-cjson passes bytes through unchecked, so text.json writes
+-- every name through text.utf8; the flame graph's SVG does too.
 
 local args = require("perfmon.args")
 
@@ -31,6 +32,73 @@ function text.utf8(s)
   end
   out[#out + 1] = s:sub(i)
   return table.concat(out)
+end
+
+----------------------------------------------------------------------------
+-- JSON
+----------------------------------------------------------------------------
+
+-- An instance of its own, so that the settings below leave the host's
+-- require("cjson") as it was.
+local cjson = require("cjson").new()
+cjson.encode_invalid_numbers("null") -- NaN and infinities: no value to show
+
+--- JSON null, for the places of a text.array that hold no value.
+text.null = cjson.null
+
+local ARRAY = {}
+
+--- Marks t (a new table if nil) as a JSON array and returns it.
+function text.array(t)
+  return setmetatable(t or {}, ARRAY)
+end
+
+-- Debian 12's lua-cjson (2.1.0) writes an empty table as {} and every
+-- number with at most 14 significant digits, so the containers and the
+-- integers (a time in µs since the epoch has 16 digits) are written here
+-- and cjson writes the rest: strings with their escapes, and floats.
+local function encode(v, out)
+  if type(v) == "table" then
+    if getmetatable(v) == ARRAY then
+      out[#out + 1] = "["
+      for i = 1, #v do
+        if i > 1 then out[#out + 1] = "," end
+        encode(v[i], out)
+      end
+      out[#out + 1] = "]"
+    else
+      local keys = {}
+      for k in pairs(v) do
+        if type(k) ~= "string" then
+          error("text.json: object key must be a string, got " .. type(k), 2)
+        end
+        keys[#keys + 1] = k
+      end
+      table.sort(keys) -- the same text for the same value
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        out[#out + 1] = cjson.encode(k)
+        out[#out + 1] = ":"
+        encode(v[k], out)
+      end
+      out[#out + 1] = "}"
+    end
+  elseif math.type(v) == "integer" then
+    out[#out + 1] = ("%d"):format(v)
+  else
+    out[#out + 1] = cjson.encode(v)
+  end
+end
+
+--- The JSON text of v, valid UTF-8: tables marked with text.array are
+-- arrays, other tables objects with string keys; text.null is null.
+function text.json(v)
+  local out = {}
+  encode(v, out)
+  -- outside strings cjson writes ASCII only, so an invalid byte is in a
+  -- string, and replacing it keeps the text JSON
+  return text.utf8(table.concat(out))
 end
 
 return text

@@ -1,0 +1,91 @@
+-- JSON: perfmon.text.json, which perfmon.json and the Gecko export write
+-- through.  Debian 12's lua-cjson (2.1.0) writes an empty table as {} and
+-- numbers with 14 significant digits; these cases are where that would
+-- show: empty lists, integers of more digits, floats that are not numbers.
+
+local text = require("perfmon.text")
+local gecko = require("perfmon.gecko")
+local cjson = require("cjson")
+
+describe("perfmon.text.json", function()
+  it("writes an empty list as [] and an empty object as {}", function()
+    assert.are.equal('{"a":[],"b":{},"c":[[],{}]}',
+      text.json{ a = text.array(), b = {}, c = text.array{ text.array(), {} } })
+  end)
+
+  it("writes every digit of an integer", function()
+    local big = { (1 << 53) + 1, math.maxinteger, math.mininteger, 1795470263567771 }
+    local s = text.json(text.array(big))
+    assert.are.equal(("[%d,%d,%d,%d]"):format(table.unpack(big)), s)
+  end)
+
+  it("writes floats as cjson reads them back, and NaN and infinities as null", function()
+    local back = cjson.decode(text.json(text.array{ 0.1, 1e300, -2.5e-300, 1 / 3, 0 / 0, math.huge, -math.huge }))
+    assert.are.equal(0.1, back[1])
+    assert.are.equal(1e300, back[2])
+    assert.are.equal(-2.5e-300, back[3])
+    assert.is_true(math.abs(back[4] - 1 / 3) < 1e-13)
+    for i = 5, 7 do assert.are.equal(cjson.null, back[i]) end
+  end)
+
+  it("escapes strings and writes invalid UTF-8 as U+FFFD", function()
+    local s = 'q"b\\s/n\nt\tc\1\127\xff\xc3'
+    local out = text.json{ [s] = text.array{ s, true, false, text.null } }
+    assert.is_not_nil(utf8.len(out))
+    local want = 'q"b\\s/n\nt\tc\1\127\u{FFFD}\u{FFFD}'
+    local back = cjson.decode(out)
+    assert.are.same({ want, true, false, cjson.null }, back[want])
+  end)
+
+  it("writes an object's keys in order, the same text for the same value", function()
+    assert.are.equal('{"a":1,"b":2,"c":{"x":3,"y":4}}',
+      text.json{ c = { y = 4, x = 3 }, b = 2, a = 1 })
+  end)
+
+  it("refuses an object key that is not a string", function()
+    local ok, err = pcall(text.json, { [1] = 1 })
+    assert.is_false(ok)
+    assert.matches("object key must be a string, got number", err)
+  end)
+
+  it("leaves the settings of the host's cjson as they were", function()
+    text.json(text.array{ 0 / 0, 1 / 3 })
+    assert.is_false(pcall(cjson.encode, 0 / 0))
+    assert.are.equal("[0.33333333333333]", cjson.encode{ 1 / 3 })
+  end)
+end)
+
+describe("the Gecko export", function()
+  it("writes the lists of a profile with no sample as []", function()
+    local d = {
+      funcs = {}, nodes = { parent = {}, func = {}, line = {} },
+      samples = { time = {}, weight = {}, node = {}, thread = {} },
+      start_time_us = 1795470263567771.5, interval_us = 1000, pid = 1,
+    }
+    local s = gecko.encode(gecko.profile(d))
+    for _, list in ipairs{ '"libs":[]', '"pausedRanges":[]', '"processes":[]',
+                           '"stringTable":[]', '"data":[]' } do
+      assert.is_truthy(s:find(list, 1, true), list)
+    end
+    local g = cjson.decode(s)
+    assert.are.equal(1, #g.threads)
+    -- the start in whole ms, every digit of it
+    assert.are.equal(1795470263567, g.meta.startTime)
+  end)
+
+  it("keeps each sample's time since the epoch", function()
+    local start = 1795470263567771.5
+    local d = {
+      funcs = { { file = "f.lua", line = 1, what = "Lua", name = "f" } },
+      nodes = { parent = { 0 }, func = { 1 }, line = { 3 } },
+      samples = { time = { start + 250, start + 1250.25 }, weight = { 1, 1 },
+                  node = { 1, 1 }, thread = { 1, 1 } },
+      start_time_us = start, interval_us = 1000, pid = 1,
+    }
+    local g = cjson.decode(gecko.encode(gecko.profile(d)))
+    local rows = g.threads[1].samples.data
+    for i, us in ipairs(d.samples.time) do
+      assert.is_true(math.abs(g.meta.startTime + rows[i][2] - us / 1000) < 1e-6)
+    end
+  end)
+end)
