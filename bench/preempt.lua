@@ -8,7 +8,10 @@
 -- CPU time is shared by cycles: a window holding both the host and A gives
 -- A part of the host's lost time, or the host part of A's.
 
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+
 local perfmon = require("perfmon")
+local stats = require("stats")
 
 local events = tonumber(arg[1] or 40)
 assert(events and events >= 1 and events == math.floor(events),
@@ -42,9 +45,6 @@ for i = 1, events do
 end
 windows = perfmon.info().windows - windows
 
-table.sort(errors)
-local function pct(q) return 100 * errors[math.max(1, math.ceil(q * #errors))] end
-local sum = 0
-for _, e in ipairs(errors) do sum = sum + e end
+local function pct(q) return 100 * stats.quantile(errors, q) end
 print(("A's |error| over %d events: mean %.1f%%, median %.1f%%, p90 %.1f%%, max %.1f%%; %.1f CPU clock reads an event")
-  :format(events, 100 * sum / events, pct(0.5), pct(0.9), pct(1), windows / events))
+  :format(events, 100 * stats.mean(errors), pct(0.5), pct(0.9), pct(1), windows / events))

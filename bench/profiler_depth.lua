@@ -7,11 +7,14 @@
 -- at each rate, the modes back to back in every round, order alternating;
 -- a ratio is the CPU time (os.clock) with the profiler over the time
 -- without it in the same round, and the table gives the median and the
--- largest over REPS rounds (default 5).  The profiler's pacing keeps the
+-- largest over REPS rounds (default 5); bench/stats.lua interleaves them.  The profiler's pacing keeps the
 -- program at least about half of its thread's time, so no ratio should
 -- pass 2, whatever the rate and the depth.
 
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+
 local Profiler = require("perfmon.profiler")
+local stats = require("stats")
 
 local reps = tonumber(arg[1] or 5)
 assert(reps and reps >= 1 and reps == math.floor(reps),
@@ -48,36 +51,23 @@ local function time(w, rate)
   return os.clock() - t0
 end
 
-local function median(t)
-  table.sort(t)
-  local n = #t
-  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
-end
-
 print(("profiler cost by rate and depth: CPU time with / without, median (max) of %d rounds"):format(reps))
 io.write(("%-10s %9s"):format("workload", "none s"))
 for _, rate in ipairs(RATES) do io.write(("%16s"):format(rate .. " µs")) end
 io.write("\n")
+-- the modes of a round: no profiler, then each rate
+local MODES = { "none" }
+for i, rate in ipairs(RATES) do MODES[i + 1] = rate end
+
 for _, w in ipairs(WORKLOADS) do
-  local base, ratios = {}, {}
-  for _, rate in ipairs(RATES) do ratios[rate] = {} end
-  for round = 1, reps do
-    local order = {}
-    for i = 1, #RATES do order[i] = RATES[i] end
-    if round % 2 == 0 then
-      for i = 1, #order // 2 do order[i], order[#order + 1 - i] = order[#order + 1 - i], order[i] end
-    end
-    local none = time(w)
-    for _, rate in ipairs(order) do
-      ratios[rate][round] = time(w, rate) / none
-    end
-    base[round] = none
-  end
-  io.write(("%-10s %9.3f"):format(w.name, median(base)))
+  local times = stats.interleave(MODES, reps, function(mode)
+    return time(w, mode ~= "none" and mode or nil)
+  end)
+  io.write(("%-10s %9.3f"):format(w.name, stats.median(times.none)))
   for _, rate in ipairs(RATES) do
-    local rs = ratios[rate]
-    local max = math.max(table.unpack(rs))
-    io.write(("%16s"):format(("%.2f (%.2f)"):format(median(rs), max)))
+    local rs = {}
+    for round, t in ipairs(times[rate]) do rs[round] = t / times.none[round] end
+    io.write(("%16s"):format(("%.2f (%.2f)"):format(stats.median(rs), stats.max(rs))))
   end
   io.write("\n")
 end

@@ -47,6 +47,8 @@ usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME
                print each run's time and nothing else: for a profiler, e.g.
                perf record lua5.4 bench/run.lua --only editor --mode perfmon]==]
 
+local WORKLOADS = { "fib", "editor", "coroutines", "tables", "groups1000" }
+
 local opts = { reps = nil, slices = 8, quick = false, only = nil, mode = nil }
 do
   local i = 1
@@ -88,8 +90,14 @@ local MIN_ROUNDS = 12
 
 io.stdout:setvbuf("line")
 
+-- bench/'s own modules: stats, plugin, workloads.*
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+
 local perfmon = require("perfmon")
 local noophook = require("noophook")
+local plugin = require("plugin")
+local stats = require("stats")
+local median, best, iqr = stats.median, stats.best, stats.iqr
 
 -- Units of work (calls, keystrokes, events) in a full-size run and in a
 -- slice of one: at least one, as an event cannot be split.
@@ -97,472 +105,21 @@ local function size(n) return math.max(1, math.floor(n * SCALE + 0.5)) end
 local function slice_size(full) return math.max(1, math.floor(full / opts.slices + 0.5)) end
 
 ----------------------------------------------------------------------------
--- Plugins: each in its own sandbox and group, loaded by perfmon.load
-----------------------------------------------------------------------------
-
-local function sandbox(extra)
-  local env = {
-    string = string, table = table, math = math, coroutine = coroutine,
-    ipairs = ipairs, pairs = pairs, select = select, type = type,
-    tostring = tostring, tonumber = tonumber, error = error, assert = assert,
-  }
-  for k, v in pairs(extra or {}) do env[k] = v end
-  return env
-end
-
--- Loads src as the plugin `name` (chunk "=bench/<name>", its own sandbox
--- and group of kind `kind`), runs its main chunk, returns env, group and
--- what the chunk returned.
-local function plugin(name, src, extra, kind)
-  local group = perfmon.group{ name = name, kind = kind or "plugin" }
-  local env = sandbox(extra)
-  local main = assert(perfmon.load(src, "=bench/" .. name, env, group))
-  return env, group, main()
-end
-
-----------------------------------------------------------------------------
--- Workloads.  units is how many units of work (fib calls, keystrokes,
--- items, events, rounds) a full-size run does before SCALE; setup(count)
--- loads the plugins once and returns an instance doing count units a run:
+-- Workloads, one a file in bench/workloads/.  Each returns
+--   { name, what = a line describing a full-size run, units = how many
+--     units of work (fib calls, keystrokes, items, events, rounds) a
+--     full-size run does before SCALE, setup = function(count) }
+-- setup(count) loads the plugins once (bench/plugin.lua) and returns an
+-- instance doing count units a run:
 --   { run = function(drive) ... return checksum end, groups = {...},
---     calls = n (optional: Lua calls per run, for ns per call) }
+--     calls = n (optional: Lua calls per run, for ns per call),
+--     memory = {...} (optional: groups1000's figures for the memory section) }
 -- run(drive) makes whatever coroutines it needs (so that they inherit the
--- hook of the mode) and runs each event as drive(handler, ...).  The what
--- line describes a full-size run.
+-- hook of the mode) and runs each event as drive(handler, ...).
 ----------------------------------------------------------------------------
 
 local workloads = {}
-
--- (a) call-heavy recursion
-workloads[#workloads + 1] = {
-  name = "fib",
-  what = "fib(27) x20 in a plugin, one event each (call-heavy recursion)",
-  units = 20,
-  setup = function(times)
-    local env, group = plugin("fib", [[
-      local function fib(n)
-        if n < 2 then return n end
-        return fib(n - 1) + fib(n - 2)
-      end
-      function run(n) return fib(n) end
-    ]])
-    local function fibcalls(n) -- calls fib(n) makes: 2 fib(n+1) - 1
-      local a, b = 0, 1
-      for _ = 1, n + 1 do a, b = b, a + b end
-      return 2 * a - 1
-    end
-    return {
-      groups = { group },
-      calls = times * (fibcalls(27) + 1),
-      run = function(drive)
-        local sum = 0
-        for _ = 1, times do sum = sum + drive(env.run, 27) end
-        return sum
-      end,
-    }
-  end,
-}
-
--- (b) an editor-like plugin host
-local LIB_SRC = [[
-  local lib = {}
-  function lib.trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
-  function lib.split(s, sep)
-    local t = {}
-    for piece in s:gmatch("[^" .. sep .. "]+") do t[#t + 1] = piece end
-    return t
-  end
-  function lib.words(s) return s:gmatch("%a+") end
-  function lib.starts_with(s, prefix) return s:sub(1, #prefix) == prefix end
-  function lib.ends_with(s, suffix) return suffix == "" or s:sub(-#suffix) == suffix end
-  function lib.escape(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
-  function lib.pad(s, n) return s .. string.rep(" ", n - #s) end
-  return lib
-]]
-
-local EDITOR_PLUGINS = {
-  { name = "wordcount", src = [[
-      local words, lines
-      function start() words, lines = 0, 0 end
-      function on_key(ev)
-        if ev.char == " " or ev.char == "\n" then
-          words = #lib.split(ev.text, " ")
-          lines = ev.line
-        end
-        return words + lines
-      end ]] },
-  { name = "highlight", src = [[
-      local keywords = {}
-      for _, k in ipairs{ "local", "function", "end", "if", "then", "else",
-                          "return", "for", "do", "while", "in", "nil" } do
-        keywords[k] = true
-      end
-      function on_key(ev)
-        local text, pos, spans = ev.text, 1, {}
-        while pos <= #text do
-          local s, e = string.find(text, "^[%a_][%w_]*", pos)
-          local kind = "name"
-          if s then
-            if keywords[text:sub(s, e)] then kind = "keyword" end
-          else
-            s, e = string.find(text, "^%d+", pos)
-            kind = "number"
-            if not s then
-              s, e = string.find(text, "^%s+", pos)
-              kind = "space"
-              if not s then s, e, kind = pos, pos, "punct" end
-            end
-          end
-          table.insert(spans, { kind, s, e })
-          pos = e + 1
-        end
-        return #spans
-      end ]] },
-  { name = "indent", src = [[
-      local width = 2
-      function on_key(ev)
-        if ev.char ~= "\n" and ev.char ~= "d" and ev.char ~= "n" then return 0 end
-        local text = ev.text
-        local ws = text:match("^%s*")
-        local level = #ws // width
-        local body = lib.trim(text)
-        if body:find("then$") or body:find("do$") or lib.ends_with(body, "function()") then
-          level = level + 1
-        elseif lib.starts_with(body, "end") or lib.starts_with(body, "else") then
-          level = math.max(0, level - 1)
-        end
-        return #string.rep(" ", level * width)
-      end ]] },
-  { name = "brackets", src = [[
-      local pairs_of = { [")"] = "(", ["]"] = "[", ["}"] = "{" }
-      function on_key(ev)
-        local text, stack, pos, bad = ev.text, {}, 1, 0
-        while true do
-          local s = string.find(text, "[%(%)%[%]{}]", pos)
-          if not s then break end
-          local c = text:sub(s, s)
-          local open = pairs_of[c]
-          if open == nil then
-            table.insert(stack, c)
-          elseif stack[#stack] == open then
-            table.remove(stack)
-          else
-            bad = bad + 1
-          end
-          pos = s + 1
-        end
-        return bad + #stack
-      end ]] },
-  { name = "statusline", src = [[
-      local mode = "INSERT"
-      function on_key(ev)
-        local parts = {}
-        for i, seg in ipairs{ "bench.lua", mode, "utf-8", "lua" } do
-          parts[#parts + 1] = lib.pad(seg, 8 + i)
-        end
-        parts[#parts + 1] = string.format("%d:%d", ev.line, ev.col)
-        parts[#parts + 1] = string.format("%3d%%", ev.line * 100 // ev.lines)
-        return #table.concat(parts, " | ")
-      end ]] },
-  { name = "spell", src = [[
-      local dictionary, prefixes = {}, {}
-      for _, w in ipairs{ "local", "function", "return", "end", "if", "then",
-                          "buffer", "line", "text", "for", "in", "ipairs",
-                          "string", "table", "insert", "count", "word", "do" } do
-        dictionary[w] = true
-        prefixes[w:sub(1, 3)] = true
-      end
-      function on_key(ev)
-        if ev.char ~= " " and ev.char ~= "\n" then return 0 end
-        local misses = 0
-        for word in lib.words(ev.text) do
-          word = word:lower()
-          if not dictionary[word] and not prefixes[word:sub(1, 3)] then
-            misses = misses + 1
-          end
-        end
-        return misses
-      end ]] },
-  { name = "autopair", src = [[
-      local closing = { ["("] = ")", ["["] = "]", ["{"] = "}", ['"'] = '"' }
-      local snippets = { fn = "function", lc = "local", ret = "return" }
-      function on_key(ev)
-        local n = 0
-        if closing[ev.char] then
-          local after = ev.text:sub(ev.col + 1, ev.col + 1)
-          if after ~= closing[ev.char] then n = n + 1 end
-        end
-        for abbrev in pairs(snippets) do
-          local _, hits = ev.text:gsub("%f[%w]" .. lib.escape(abbrev) .. "%f[%W]", snippets)
-          n = n + hits
-        end
-        return n
-      end ]] },
-  { name = "linter", src = [[  -- a coroutine that checks a line per event
-      local worker
-      function start()
-        worker = coroutine.wrap(function(text)
-          local warnings = 0
-          while true do
-            if text:find("%s+$") then warnings = warnings + 1 end
-            if #text > 60 then warnings = warnings + 1 end
-            if text:find("\t", 1, true) then warnings = warnings + 1 end
-            if lib.trim(text) == "" then warnings = warnings + 1 end
-            if text:find("TODO", 1, true) then warnings = warnings + 1 end
-            text = coroutine.yield(warnings)
-          end
-        end)
-      end
-      function on_key(ev) return worker(ev.text) end ]] },
-}
-
--- The text the "user" types, a keystroke per event.
-local TYPED = [[
-local function count_words(buffer)
-  local count = 0
-  for _, line in ipairs(buffer) do
-    for word in line:gmatch("%a+") do
-      count = count + 1 -- TODO: skip keywords
-    end
-  end
-  return count
-end
-
-local M = { name = "words", version = 3 }
-function M.render(lines, width)
-  local out = {}
-  for i = 1, #lines do
-    local text = lines[i]:sub(1, width)
-    if #text < width then text = text .. (" "):rep(width - #text) end
-    out[#out + 1] = ("%4d | %s"):format(i, text)
-  end
-  return table.concat(out, "\n")
-end
-return M
-]]
-
-workloads[#workloads + 1] = {
-  name = "editor",
-  what = "8 sandboxed plugins + a shared library group, 18000 keystrokes, one event each",
-  units = 18000,
-  setup = function(keys)
-    local groups = {}
-    -- The shared helpers: their own chunk, sandbox and group, called by
-    -- several plugins (a call into them enters the "lib" group).
-    local _, lib_group, lib = plugin("lib", LIB_SRC, nil, "library")
-    groups[1] = lib_group
-    local plugins = {}
-    for _, p in ipairs(EDITOR_PLUGINS) do
-      local env, group = plugin(p.name, p.src, { lib = lib })
-      groups[#groups + 1] = group
-      plugins[#plugins + 1] = env
-    end
-    -- Every plugin sees every keystroke: one event.
-    local function keystroke(ev)
-      local sum = 0
-      for i = 1, #plugins do sum = sum + plugins[i].on_key(ev) end
-      return sum
-    end
-    return {
-      groups = groups,
-      run = function(drive)
-        for _, env in ipairs(plugins) do
-          if env.start then env.start() end
-        end
-        local buffer, line, text = {}, 1, ""
-        local pos, nlines = 1, 21
-        local sum = 0
-        for _ = 1, keys do
-          local c = TYPED:sub(pos, pos)
-          pos = pos + 1
-          if pos > #TYPED then pos = 1 end
-          if c == "\n" then
-            buffer[line] = text
-            line = line % nlines + 1
-            text = ""
-          else
-            text = text .. c
-          end
-          sum = sum + drive(keystroke, {
-            char = c, line = line, col = #text, lines = nlines, text = text,
-          })
-        end
-        return sum
-      end,
-    }
-  end,
-}
-
--- (c) coroutine-heavy: producer -> filter -> consumer, three plugins
-workloads[#workloads + 1] = {
-  name = "coroutines",
-  what = "producer coroutine -> filter (coroutine.wrap) -> consumer, 1.2M items, 1000 an event",
-  units = 1200000,
-  setup = function(items)
-    local penv, pgroup = plugin("producer", [[
-      function make(n)
-        return coroutine.create(function()
-          for i = 1, n do coroutine.yield(i * 7 % 1009) end
-          return nil
-        end)
-      end ]])
-    local fenv, fgroup = plugin("filter", [[
-      function make(source)
-        return coroutine.wrap(function()
-          while true do
-            local ok, v = coroutine.resume(source)
-            assert(ok, v)
-            if v == nil then return nil end
-            if v % 3 ~= 0 then coroutine.yield(v * 2) end
-          end
-        end)
-      end ]])
-    local cenv, cgroup = plugin("consumer", [[
-      function take(pull, batch)
-        local sum, n = 0, 0
-        for _ = 1, batch do
-          local v = pull()
-          if v == nil then return sum, true end
-          sum = sum + v
-          n = n + 1
-        end
-        return sum, false
-      end ]])
-    local batch = 1000
-    return {
-      groups = { pgroup, fgroup, cgroup },
-      run = function(drive)
-        local pull = fenv.make(penv.make(items))
-        local sum, done, s = 0, false, 0
-        while not done do
-          s, done = drive(cenv.take, pull, batch)
-          sum = sum + s
-        end
-        return sum
-      end,
-    }
-  end,
-}
-
--- (d) table-heavy loops, few calls
-workloads[#workloads + 1] = {
-  name = "tables",
-  what = "matrix multiply 90x90 + sieve to 300000 in a plugin, 6 events",
-  units = 6,
-  setup = function(events)
-    local env, group = plugin("numeric", [[
-      local function matrix(n, seed)
-        local m = {}
-        for i = 1, n do
-          local row = {}
-          for j = 1, n do row[j] = (i * seed + j) % 10 end
-          m[i] = row
-        end
-        return m
-      end
-      local function matmul(a, b, n)
-        local c = {}
-        for i = 1, n do
-          local ci, ai = {}, a[i]
-          for j = 1, n do
-            local s = 0
-            for k = 1, n do s = s + ai[k] * b[k][j] end
-            ci[j] = s
-          end
-          c[i] = ci
-        end
-        return c
-      end
-      local function sieve(n)
-        local composite, count = {}, 0
-        for i = 2, n do
-          if not composite[i] then
-            count = count + 1
-            for j = i * i, n, i do composite[j] = true end
-          end
-        end
-        return count
-      end
-      function run(n, limit)
-        local c = matmul(matrix(n, 3), matrix(n, 7), n)
-        return c[n][n] + c[1][1] + sieve(limit)
-      end ]])
-    return {
-      groups = { group },
-      run = function(drive)
-        local sum = 0
-        for _ = 1, events do sum = sum + drive(env.run, 90, 300000) end
-        return sum
-      end,
-    }
-  end,
-}
-
--- (e) a thousand groups each running briefly
-local GROUP_SRC = [[
-  local k = %d
-  function handle(x)
-    local s = 0
-    for i = 1, 8 do s = s + (x * i + k) %% 7 end
-    return s
-  end ]]
-
--- Memory figures of the thousand groups, filled by its setup.
-local thousand_memory
-
-workloads[#workloads + 1] = {
-  name = "groups1000",
-  what = "1000 chunks, each its own group, each called 3 times per round (event), 360 rounds",
-  units = 360,
-  setup = function(rounds)
-    local n = 1000
-    collectgarbage("collect")
-    local kb0 = collectgarbage("count")
-    local groups = {}
-    for i = 1, n do
-      groups[i] = perfmon.group{ name = "g" .. i, kind = "plugin" }
-    end
-    collectgarbage("collect")
-    local kb1 = collectgarbage("count")
-    local handlers = {}
-    for i = 1, n do
-      local env = sandbox()
-      assert(perfmon.load(GROUP_SRC:format(i), "=bench/g" .. i, env, groups[i]))()
-      handlers[i] = env.handle
-    end
-    collectgarbage("collect")
-    local kb2 = collectgarbage("count")
-    local function round(x)
-      local sum = 0
-      for pass = 1, 3 do
-        for i = 1, n do sum = sum + handlers[i](x + pass) end
-      end
-      return sum
-    end
-    -- What running under a monitor adds: one round, then the figures
-    -- while the monitor is still open (closing it frees perfmon's caches).
-    local info0 = perfmon.info()
-    local mon = perfmon.monitor{ "jank", "ticks" }
-    perfmon.event(round, 1)
-    collectgarbage("collect")
-    local kb3 = collectgarbage("count")
-    local info1 = perfmon.info()
-    mon:close()
-    thousand_memory = {
-      groups_kb = kb1 - kb0, chunks_kb = kb2 - kb1, monitor_kb = kb3 - kb2,
-      bytes_before = info0.bytes, bytes_monitored = info1.bytes,
-      bytes_after = perfmon.info().bytes, ngroups = info1.groups,
-    }
-    return {
-      groups = groups,
-      run = function(drive)
-        local sum = 0
-        for r = 1, rounds do sum = sum + drive(round, r) end
-        return sum
-      end,
-    }
-  end,
-}
+for i, name in ipairs(WORKLOADS) do workloads[i] = require("workloads." .. name) end
 
 ----------------------------------------------------------------------------
 -- Modes and timing
@@ -624,60 +181,11 @@ local function profiled(w, with_monitor, timer)
   return t1 - t0, sum, p:results().samples, #p:samples()
 end
 
--- The q-quantile of xs, interpolated between order statistics (q = 0.5 is
--- the median: the mean of the middle two of an even count).
-local function quantile(xs, q)
-  local s = table.move(xs, 1, #xs, 1, {})
-  table.sort(s)
-  local h = (#s - 1) * q + 1
-  local lo = math.floor(h)
-  if lo >= #s then return s[#s] end
-  return s[lo] + (h - lo) * (s[lo + 1] - s[lo])
-end
-
-local function median(xs) return quantile(xs, 0.5) end
-
 -- Rounds for opts.reps full-size runs' worth of slices (factor slices a
 -- run), in whole pairs.
 local function rounds_for(factor)
   return math.max(MIN_ROUNDS, 2 * math.ceil(opts.reps * factor / 2))
 end
-
--- Runs `rounds` rounds, each timing every mode once back to back with
--- time(mode): forward in odd rounds, reversed in even ones, so that over a
--- pair of adjacent rounds every mode's mean position is the same.
--- Returns times[mode][round].
-local function interleave(modes, rounds, time)
-  local times = {}
-  for _, m in ipairs(modes) do times[m] = {} end
-  for r = 1, rounds do
-    for i = 1, #modes do
-      local m = modes[r % 2 == 1 and i or #modes + 1 - i]
-      times[m][r] = time(m)
-    end
-  end
-  return times
-end
-
--- Mode a's time over mode b's, one ratio per pair of adjacent rounds: the
--- ratio of the pair's sums, which a speed drift linear over the pair scales
--- alike.  (Per-round ratios would alternate between two biases, and their
--- median could land anywhere between them.)
-local function pair_ratios(times, a, b)
-  local xs = {}
-  for r = 2, #times[a], 2 do
-    xs[#xs + 1] = (times[a][r - 1] + times[a][r]) / (times[b][r - 1] + times[b][r])
-  end
-  return xs
-end
-
--- Median and quartiles of the per-pair ratios of a to b.
-local function paired(times, a, b)
-  local xs = pair_ratios(times, a, b)
-  return { median = median(xs), q1 = quantile(xs, 0.25), q3 = quantile(xs, 0.75), n = #xs }
-end
-
-local function best(xs) return math.min(table.unpack(xs)) end
 
 ----------------------------------------------------------------------------
 -- The machine line
@@ -767,6 +275,7 @@ if opts.mode then -- one mode, for a profiler: full-size runs, no tables
 end
 
 local results = {}
+local thousand_memory -- groups1000's figures, for the memory section
 local started = os.clock()
 for _, w in ipairs(workloads) do
   if not opts.only or opts.only[w.name] then
@@ -800,19 +309,18 @@ for _, w in ipairs(workloads) do
     end
     inst.check = ("%d/%d groups charged, %d ticks, process cpu_us %.1f ms (os.clock %.1f ms)")
       :format(charged, #inst.groups, ticks, check.process.cpu_us / 1000, check_t * 1000)
-    inst.times = interleave(MODES, inst.rounds, function(mode)
+    inst.times = stats.interleave(MODES, inst.rounds, function(mode)
       local t, sum = run_mode(inst, mode)
       assert(sum == inst.sum, "bench: checksum changed between runs")
       return t
     end)
     results[#results + 1] = inst
+    thousand_memory = thousand_memory or inst.memory
     io.stderr:write(("bench: %s done (%.0f s so far)\n"):format(w.name, os.clock() - started))
   end
 end
 
 local function ms(t) return t * 1000 end
-
-local function iqr(q) return ("%.2f-%.2f"):format(q.q1, q.q3) end
 
 if #results > 0 then
   print(("%-11s %9s %9s %9s  %9s %9s %9s  %6s  %8s  %9s"):format(
@@ -824,12 +332,12 @@ if #results > 0 then
     for _, mode in ipairs(MODES) do
       local xs = r.times[mode]
       m[mode], fastest[mode] = median(xs), best(xs)
-      spread = math.max(spread, (math.max(table.unpack(xs)) - fastest[mode]) / m[mode])
+      spread = math.max(spread, (stats.max(xs) - fastest[mode]) / m[mode])
     end
     r.median = m
-    r.pn = paired(r.times, "perfmon", "noop")
-    r.pz = paired(r.times, "perfmon", "none")
-    r.nz = paired(r.times, "noop", "none")
+    r.pn = stats.paired(r.times, "perfmon", "noop")
+    r.pz = stats.paired(r.times, "perfmon", "none")
+    r.nz = stats.paired(r.times, "noop", "none")
     print(("%-11s %9.1f %9.1f %9.1f  %9.2f %9.2f %9.2f  %5.0f%%  %8.2f  %9s"):format(
       r.name, ms(m.none * r.factor), ms(m.noop * r.factor), ms(m.perfmon * r.factor),
       r.pn.median, r.pz.median, r.nz.median, spread * 100,
@@ -914,7 +422,7 @@ if editor then
   if not noophook.timer_start then table.remove(modes, 2) end
   profiled(editor, false) -- warm-up
   profiled(editor, true, "tick")
-  local t = interleave(modes, editor.rounds, function(mode) return time[mode]() end)
+  local t = stats.interleave(modes, editor.rounds, function(mode) return time[mode]() end)
   local m, fastest = {}, {}
   for k, xs in pairs(t) do m[k], fastest[k] = median(xs), best(xs) end
   print("profiler at 1 kHz (perfmon.profiler, p:start(1000); tick: p:start(1000, nil, { timer = \"tick\" })),")
@@ -922,7 +430,7 @@ if editor then
   print(("%-22s %9s %9s  %8s  %9s  %8s"):format("mode", "ms", "vs", "ratio", "IQR", "best"))
   print(("%-22s %9.1f"):format("none", ms(m.none * editor.factor)))
   local function row(name, k, base)
-    local q = paired(t, k, base)
+    local q = stats.paired(t, k, base)
     print(("%-22s %9.1f %9s  %8.3f  %9s  %8.3f"):format(name, ms(m[k] * editor.factor), base,
       q.median, iqr(q), fastest[k] / fastest[base]))
   end
@@ -932,11 +440,6 @@ if editor then
   row("perfmon", "perfmon", "none")
   row("perfmon + profiler", "both", "perfmon")
   row("perfmon + tick timer", "both_tick", "perfmon")
-  local function mean(xs)
-    local s = 0
-    for _, x in ipairs(xs) do s = s + x / #xs end
-    return s
-  end
   print(("  %d rounds (%d pairs) of the %d modes on slices of 1/%.3g, order reversed every other round;")
     :format(editor.rounds, editor.rounds // 2, #modes, editor.factor))
   print("  ms = median slice x (full size / slice size); ratio = median over pairs of adjacent rounds of")
@@ -946,9 +449,9 @@ if editor then
   print("  sampling periods counted, of the ms of CPU from start to stop (1 a ms at most: periods")
   print("  after the last signal before stop are not counted), and samples taken, a slice on average:")
   for _, k in ipairs{ "profiler", "tick", "both", "both_tick" } do
-    local n, taken_n = mean(periods[k]), mean(taken[k])
+    local n, taken_n = stats.mean(periods[k]), stats.mean(taken[k])
     print(("  %-22s %5.1f periods of %5.1f ms (%3.0f%%), in %5.1f samples (%.1f periods a sample)")
-      :format(names[k], n, ms(mean(cpu[k])), 100 * n / ms(mean(cpu[k])), taken_n,
+      :format(names[k], n, ms(stats.mean(cpu[k])), 100 * n / ms(stats.mean(cpu[k])), taken_n,
               taken_n > 0 and n / taken_n or 0))
   end
   print()
@@ -966,7 +469,7 @@ print(("  bytes_per_group %d (a group and its environment record, perfmon's C si
 -- A 200,000-frame non-tail recursion in a plugin, under a monitor.
 do
   local depth = 200000
-  local env = plugin("deep", [[
+  local env = plugin.load("deep", [[
     local function down(n)
       if n == 0 then return 0 end
       return 1 + down(n - 1)
