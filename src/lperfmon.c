@@ -372,11 +372,9 @@ static int l_blocking_end (lua_State *L) {
 ** runs it however fn ends: a return, an error, a memory error,
 ** coroutine.close of a coroutine suspended inside (a pcall could fail to
 ** start for lack of memory and leave the bracket open for good).  Written
-** in C because a host calls perfmon.event for every event: under a
-** monitor, the Lua version cost 0.37-0.52 µs an event, this one 0.26-0.31
-** and a bare begin/end pair 0.20-0.24 (the hook sees each Lua-level call
-** the Lua version made).  Upvalue 1 of each is its ender, a table whose
-** __close is the end marker.
+** in C because a host calls perfmon.event for every event, and the hook
+** would see each Lua-level call a Lua version made.  Upvalue 1 of each is
+** its ender, a table whose __close is the end marker.
 */
 
 /* fn's results, above the ender (also the continuation after a yield) */

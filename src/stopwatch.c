@@ -63,10 +63,8 @@ static uint64_t busy_cycles (pm_State *S, uint64_t now, uint64_t since,
 ** has windows of its own: a preemption (a scheduler slice, 4 ms at HZ=250)
 ** then lands in a window whose other groups ran 1 ms at most.  Each end is
 ** a clock read and a pass over the window's groups, and a host with a
-** thousand plugins changes group every microsecond: at 250 µs the bench's
-** groups1000 read the clock twice as often as at 1 ms (1,829 windows a
-** quick run against 956; 295 when only commits ended them), for no gain
-** in bench/preempt.
+** thousand plugins changes group every microsecond: a shorter cut would
+** read the clock more often without sharing preempted time any better.
 ** At an event boundary the window stays open while it is younger than
 ** PM_WINDOW_US, as the read, a system call of about a microsecond, is as
 ** long as a short event: the events in it keep their cycles until the next
