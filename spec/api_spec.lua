@@ -1,4 +1,4 @@
--- spec/api_spec.lua -- the public API of perfmon, as README.md "API" states it.
+-- spec/api_spec.lua -- the public API of perfmon, as docs/api.md states it.
 --
 -- Ground truth for CPU times is a busy loop on os.clock run inside plugin
 -- chunks: each call returns the CPU seconds it spun.  Work is done in short
