@@ -38,13 +38,13 @@ end
 -- JSON
 ----------------------------------------------------------------------------
 
--- An instance of its own, so that the settings below leave the host's
+-- lua-cjson, made at the first text.json: perfmon itself loads without
+-- it.  An instance of its own, so that the settings below leave the host's
 -- require("cjson") as it was.
-local cjson = require("cjson").new()
-cjson.encode_invalid_numbers("null") -- NaN and infinities: no value to show
+local cjson
 
 --- JSON null, for the places of a text.array that hold no value.
-text.null = cjson.null
+text.null = setmetatable({}, { __tostring = function() return "null" end })
 
 local ARRAY = {}
 
@@ -58,7 +58,9 @@ end
 -- integers (a time in µs since the epoch has 16 digits) are written here
 -- and cjson writes the rest: strings with their escapes, and floats.
 local function encode(v, out)
-  if type(v) == "table" then
+  if v == text.null then
+    out[#out + 1] = "null"
+  elseif type(v) == "table" then
     if getmetatable(v) == ARRAY then
       out[#out + 1] = "["
       for i = 1, #v do
@@ -94,6 +96,10 @@ end
 --- The JSON text of v, valid UTF-8: tables marked with text.array are
 -- arrays, other tables objects with string keys; text.null is null.
 function text.json(v)
+  if not cjson then
+    cjson = require("cjson").new()
+    cjson.encode_invalid_numbers("null") -- NaN and infinities: no value to show
+  end
   local out = {}
   encode(v, out)
   -- outside strings cjson writes ASCII only, so an invalid byte is in a
