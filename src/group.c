@@ -14,19 +14,12 @@
 */
 
 pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind) {
-  pm_Group *g;
-  if (S->ngroups == S->groupcap) {
-    int cap = S->groupcap ? S->groupcap * 2 : 16;
-    pm_Group **a = pm_alloc(S, (size_t)cap * sizeof(*a));
-    if (a == NULL)
-      return NULL;
-    if (S->groups) {
-      memcpy(a, S->groups, (size_t)S->ngroups * sizeof(*a));
-      pm_free(S, S->groups, (size_t)S->groupcap * sizeof(*a));
-    }
-    S->groups = a;
-    S->groupcap = cap;
-  }
+  pm_Group *g, **a;
+  a = pm_grow(S, S->groups, S->ngroups, S->ngroups + 1, &S->groupcap,
+              sizeof(*a), 16);
+  if (a == NULL)
+    return NULL;
+  S->groups = a;
   g = pm_alloc(S, sizeof(*g));
   if (g == NULL)
     return NULL;
@@ -214,18 +207,11 @@ int pm_source_attach (pm_State *S, const char *prefix, size_t len,
   pm_Source *src;
   if (source_find(S, prefix, len, g) >= 0)
     return 1;
-  if (S->nsources == S->sourcecap) {
-    int cap = S->sourcecap ? 2 * S->sourcecap : 8;
-    pm_Source *a = pm_alloc(S, (size_t)cap * sizeof(*a));
-    if (a == NULL)
-      return 0;
-    if (S->sources != NULL) {
-      memcpy(a, S->sources, (size_t)S->nsources * sizeof(*a));
-      pm_free(S, S->sources, (size_t)S->sourcecap * sizeof(*a));
-    }
-    S->sources = a;
-    S->sourcecap = cap;
-  }
+  src = pm_grow(S, S->sources, S->nsources, S->nsources + 1, &S->sourcecap,
+                sizeof(*src), 8);
+  if (src == NULL)
+    return 0;
+  S->sources = src;
   src = &S->sources[S->nsources];
   if ((src->prefix = pm_alloc(S, len + 1)) == NULL)
     return 0;

@@ -82,24 +82,19 @@ static void thread_free (pm_Thread *t) {
 ** =======================================================
 */
 
-static int frames_grow (pm_Thread *t) {
-  int cap = t->cap ? t->cap * 2 : 32;
-  pm_Frame *f = pm_alloc(t->S, (size_t)cap * sizeof(*f));
+/* Room for `need` frames; returns 0 when memory ran out. */
+static int frames_grow (pm_Thread *t, int need) {
+  pm_Frame *f = pm_grow(t->S, t->f, t->n, need, &t->cap, sizeof(*f), 32);
   if (f == NULL)
     return 0;
-  if (t->f) {
-    memcpy(f, t->f, (size_t)t->n * sizeof(*f));
-    pm_free(t->S, t->f, (size_t)t->cap * sizeof(*f));
-  }
   t->f = f;
-  t->cap = cap;
   return 1;
 }
 
 static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
                             const pm_Set *parent) {
   pm_Frame *fr;
-  if (t->n == t->cap && !frames_grow(t))
+  if (t->n == t->cap && !frames_grow(t, t->n + 1))
     return; /* out of memory: this frame goes unmeasured */
   fr = &t->f[t->n++];
   fr->ci = ci;
@@ -298,8 +293,7 @@ static int seed_find (pm_Thread *t, lua_State *L, int from, int fast) {
     while (lua_getstack(L, from + depth, &ar))
       depth++;
   }
-  while (t->cap < depth && frames_grow(t))
-    ;
+  frames_grow(t, depth); /* or keep what fits */
   for (ci = top, i = depth - 1; i >= 0; i--) {
     if (!fast && lua_getstack(L, from + depth - 1 - i, &ar))
       ci = ar.i_ci;

@@ -127,6 +127,24 @@ void pm_free (pm_State *S, void *p, size_t n) {
   S->falloc(S->fud, p, n, 0);
 }
 
+void *pm_grow (pm_State *S, void *a, int n, int need, int *cap, size_t size,
+               int first) {
+  int c = *cap;
+  void *b;
+  if (need <= c)
+    return a;
+  while (c < need)
+    c = c > 0 ? 2 * c : first;
+  if ((b = pm_alloc(S, (size_t)c * size)) == NULL)
+    return NULL;
+  if (a != NULL) {
+    memcpy(b, a, (size_t)n * size);
+    pm_free(S, a, (size_t)*cap * size);
+  }
+  *cap = c;
+  return b;
+}
+
 char *pm_strdup (pm_State *S, const char *s) {
   size_t n = strlen(s) + 1;
   char *d = pm_alloc(S, n);

@@ -141,6 +141,12 @@ pm_State *pm_state_open (lua_State *L);
 const void *pm_state_other (lua_State *L);
 void *pm_alloc (pm_State *S, size_t n);
 void pm_free (pm_State *S, void *p, size_t n);
+/* The array a of n items of `size` bytes, with room for `need` (its
+** capacity *cap doubled from `first` as often as it takes): a itself when
+** it has the room, else a new copy (a is freed, *cap updated), or NULL
+** when memory ran out (a and *cap as they were). */
+void *pm_grow (pm_State *S, void *a, int n, int need, int *cap, size_t size,
+               int first);
 char *pm_strdup (pm_State *S, const char *s);
 void pm_strfree (pm_State *S, char *s);
 
