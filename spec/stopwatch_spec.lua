@@ -736,6 +736,61 @@ describe("perfmon stopwatch", function()
       return A, a, B, b
     end
 
+    it("charges no blocking time while a coroutine is suspended inside a blocking call", function()
+      -- the coroutine's blocking call waits no more while it is suspended:
+      -- the host's and B's CPU time meanwhile is theirs, not blocked
+      local B, b = plugin("B", [[
+        local M = {}
+        function M.run(ms) spin(ms) end
+        return M]])
+      local co = coroutine.create(function()
+        perfmon.blocking(function() coroutine.yield() end)
+      end)
+      local mon <close> = monitor{ "jank", "blocking" }
+      local spent
+      local d = measure(mon, function()
+        perfmon.event(function()
+          assert(coroutine.resume(co)) -- suspended inside the blocking call
+          local t0 = os.clock()
+          b.run(30)
+          spent = (os.clock() - t0) * 1e6
+          assert(coroutine.resume(co)) -- the blocking call ends
+        end)
+      end)
+      assert.are.equal("dead", coroutine.status(co))
+      assert_near(cpu(d, B), spent, "B, while the coroutine is suspended")
+      assert(d.process.blocking_us < 5 * MS, d.process.blocking_us .. " µs of blocking")
+    end)
+
+    it("counts another coroutine's blocking call while one is suspended inside its own", function()
+      local suspended = coroutine.create(function()
+        perfmon.blocking(function() coroutine.yield() end)
+      end)
+      local waiter = coroutine.create(function()
+        perfmon.blocking(function() os.execute("sleep 0.05") end)
+      end)
+      local mon <close> = monitor{ "jank", "blocking" }
+      assert(coroutine.resume(suspended))
+      local d = measure(mon, function()
+        perfmon.event(function() assert(coroutine.resume(waiter)) end)
+      end)
+      assert_near(d.process.blocking_us, 50 * MS, "the waiter's 50 ms")
+      assert(coroutine.resume(suspended))
+    end)
+
+    it("ends a blocking call left suspended when monitoring stops", function()
+      local co = coroutine.create(function()
+        perfmon.blocking(function() coroutine.yield() end)
+      end)
+      do
+        local mon <close> = monitor{ "jank", "blocking" }
+        perfmon.event(function() assert(coroutine.resume(co)) end)
+      end -- the monitor closes with the coroutine suspended inside
+      local ok, err = coroutine.resume(co) -- its blocking call ends: no misuse
+      assert.is_true(ok, err)
+      assert.has_no.errors(function() perfmon.blocking(function() end) end)
+    end)
+
     it("charges a blocking call's wall time to the groups running around it", function()
       local A, a, B, b = blocking_plugins()
       local C, c = plugin("C", [[

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "frame.h"
+#include "perfmon.h"
 #include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
@@ -151,6 +152,7 @@ static int is_resumer (lua_State *L) {
 
 static void thread_stop (pm_Thread *t) {
   int i;
+  pm_sw_blocking_pause(t->S, t->blocking);
   if (lua_status(t->L) != LUA_YIELD) {
     unwind(t, 0); /* ended: its frames are gone */
   } else {
@@ -167,6 +169,7 @@ static void thread_stop (pm_Thread *t) {
 static void thread_run (pm_Thread *t) {
   const pm_Set *parent = NULL;
   int i;
+  pm_sw_blocking_resume(t->S, t->blocking);
   for (i = 0; i < t->n; i++) {
     pm_Frame *fr = &t->f[i];
     fr->iter = t->S->iter;
@@ -174,6 +177,20 @@ static void thread_run (pm_Thread *t) {
     parent = fr->set;
   }
   t->active = 1;
+}
+
+int pm_hook_blocking_begin (pm_State *S) {
+  int rc = pm_sw_blocking_begin(S);
+  if (rc == PERFMON_OK && S->monitors > 0 && S->current != NULL)
+    S->current->blocking++;
+  return rc;
+}
+
+int pm_hook_blocking_end (pm_State *S) {
+  int rc = pm_sw_blocking_end(S);
+  if (rc == PERFMON_OK && S->current != NULL && S->current->blocking > 0)
+    S->current->blocking--;
+  return rc;
 }
 
 static void thread_switch (pm_Thread *t) {
@@ -677,6 +694,8 @@ static int drop_thread (uintptr_t v, void *arg) {
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
+  if (!t->active) /* its paused blocking calls are the state's again */
+    pm_sw_blocking_resume(t->S, t->blocking);
   unhook(t->S, t->L, t);
   thread_free(t);
   return 1;

@@ -33,6 +33,7 @@ struct pm_Thread {
   int n, cap;
   int active; /* its frames' stopwatches may be running */
   int seeded; /* the frames on its stack when first seen are pushed */
+  int blocking; /* blocking calls begun in it and not ended */
   lua_Hook chain; /* a program's hook that perfmon's calls, or NULL */
   int chain_mask, chain_count; /* the events it asked for */
 };
@@ -50,6 +51,11 @@ void pm_hook_settle (lua_State *L, pm_State *S);
 ** first monitor opened (a debugger's debug.sethook): checks the main
 ** thread, L and every thread perfmon knows. */
 int pm_hook_lost (lua_State *L, pm_State *S);
+
+/* pm_sw_blocking_begin and _end for the thread that runs, which keeps its
+** own count of them (settled first: pm_hook_settle). */
+int pm_hook_blocking_begin (pm_State *S);
+int pm_hook_blocking_end (pm_State *S);
 
 /* Whether co's hook is perfmon's own (a monitor's or the profiler's), or
 ** another (a debugger's, a coverage tool's). */

@@ -46,11 +46,11 @@ int perfmon_nested_leave (lua_State *L) {
 }
 
 int perfmon_blocking_begin (lua_State *L) {
-  return with_state(L, pm_sw_blocking_begin);
+  return with_state(L, pm_hook_blocking_begin);
 }
 
 int perfmon_blocking_end (lua_State *L) {
-  return with_state(L, pm_sw_blocking_end);
+  return with_state(L, pm_hook_blocking_end);
 }
 
 int perfmon_poll (lua_State *L, double *next_ms) {

@@ -358,11 +358,11 @@ static int l_nested_leave (lua_State *L) {
 }
 
 static int l_blocking_begin (lua_State *L) {
-  return marker(L, pm_sw_blocking_begin, "blocking_begin: cannot happen");
+  return marker(L, pm_hook_blocking_begin, "blocking_begin: cannot happen");
 }
 
 static int l_blocking_end (lua_State *L) {
-  return marker(L, pm_sw_blocking_end,
+  return marker(L, pm_hook_blocking_end,
                 "blocking_end: no blocking call is open");
 }
 

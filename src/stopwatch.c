@@ -493,29 +493,56 @@ int pm_sw_nested_leave (pm_State *S) {
   return PERFMON_OK;
 }
 
-int pm_sw_blocking_begin (pm_State *S) {
+/* The thread starts waiting: from now its cycles are blocked. */
+static void blocking_open (pm_State *S) {
   uint32_t cpu;
-  if (S->blocking_depth++ == 0) {
-    S->blocking_since = pm_wall_us();
-    S->blocking_since_cycles = read_cycles(S, &cpu);
+  S->blocking_since = pm_wall_us();
+  S->blocking_since_cycles = read_cycles(S, &cpu);
+}
+
+/* The wait is over: its cycles join the blocked ones, its wall time the
+** blocking time. */
+static void blocking_close (pm_State *S) {
+  uint32_t cpu;
+  if (S->monitors == 0)
+    return;
+  S->blocked_cycles = blocked_at(S, read_cycles(S, &cpu));
+  if (HAS(S, PM_PROBE_BLOCKING)) {
+    double d = pm_wall_us() - S->blocking_since;
+    S->blocking_total += d;
+    S->process.blocking_us += d;
   }
+}
+
+int pm_sw_blocking_begin (pm_State *S) {
+  if (S->blocking_depth++ == 0)
+    blocking_open(S);
   return PERFMON_OK;
 }
 
 int pm_sw_blocking_end (pm_State *S) {
   if (S->blocking_depth == 0)
     return PERFMON_EMISUSE;
-  if (S->blocking_depth == 1 && S->monitors > 0) {
-    uint32_t cpu;
-    S->blocked_cycles = blocked_at(S, read_cycles(S, &cpu));
-    if (HAS(S, PM_PROBE_BLOCKING)) {
-      double d = pm_wall_us() - S->blocking_since;
-      S->blocking_total += d;
-      S->process.blocking_us += d;
-    }
-  }
+  if (S->blocking_depth == 1)
+    blocking_close(S);
   S->blocking_depth--;
   return PERFMON_OK;
+}
+
+void pm_sw_blocking_pause (pm_State *S, int n) {
+  if (n <= 0 || n > S->blocking_depth)
+    return;
+  if (n == S->blocking_depth)
+    blocking_close(S);
+  S->blocking_depth -= n;
+}
+
+void pm_sw_blocking_resume (pm_State *S, int n) {
+  if (n <= 0)
+    return;
+  if (S->blocking_depth == 0)
+    blocking_open(S);
+  S->blocking_depth += n;
 }
 
 /* }====================================================== */

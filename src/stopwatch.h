@@ -44,5 +44,10 @@ int pm_sw_nested_enter (pm_State *S);
 int pm_sw_nested_leave (pm_State *S);
 int pm_sw_blocking_begin (pm_State *S);
 int pm_sw_blocking_end (pm_State *S);
+/* A thread suspended inside n blocking calls, which wait no more while it
+** is (the code that runs meanwhile is not blocked); they go on when it
+** runs again. */
+void pm_sw_blocking_pause (pm_State *S, int n);
+void pm_sw_blocking_resume (pm_State *S, int n);
 
 #endif
