@@ -766,29 +766,46 @@ describe("perfmon stopwatch", function()
       local suspended = coroutine.create(function()
         perfmon.blocking(function() coroutine.yield() end)
       end)
+      local wall_us = require("perfmon.core").wall_us
+      local waited
       local waiter = coroutine.create(function()
-        perfmon.blocking(function() os.execute("sleep 0.05") end)
+        perfmon.blocking(function()
+          local t0 = wall_us()
+          os.execute("sleep 0.05")
+          waited = wall_us() - t0
+        end)
       end)
       local mon <close> = monitor{ "jank", "blocking" }
       assert(coroutine.resume(suspended))
       local d = measure(mon, function()
         perfmon.event(function() assert(coroutine.resume(waiter)) end)
       end)
-      assert_near(d.process.blocking_us, 50 * MS, "the waiter's 50 ms")
       assert(coroutine.resume(suspended))
+      assert_near(d.process.blocking_us, waited, "the waiter's sleep")
     end)
 
-    it("ends a blocking call left suspended when monitoring stops", function()
-      local co = coroutine.create(function()
-        perfmon.blocking(function() coroutine.yield() end)
-      end)
+    it("ends a blocking call left suspended when monitoring stops, or never", function()
+      local function suspended_inside()
+        local co = coroutine.create(function()
+          perfmon.blocking(function() coroutine.yield() end)
+        end)
+        assert(coroutine.resume(co))
+        return co
+      end
+      local co, abandoned
       do
         local mon <close> = monitor{ "jank", "blocking" }
-        perfmon.event(function() assert(coroutine.resume(co)) end)
-      end -- the monitor closes with the coroutine suspended inside
+        co, abandoned = suspended_inside(), suspended_inside()
+      end -- the monitor closes with both suspended inside
       local ok, err = coroutine.resume(co) -- its blocking call ends: no misuse
       assert.is_true(ok, err)
-      assert.has_no.errors(function() perfmon.blocking(function() end) end)
+      -- the abandoned one waits no more: a blocking call made later counts
+      local mon <close> = monitor{ "jank", "blocking" }
+      local s0 = mon:snapshot()
+      perfmon.blocking(os.execute, "sleep 0.02")
+      local d = mon:snapshot():subtract(s0)
+      assert(d.process.blocking_us >= 15 * MS, d.process.blocking_us .. " µs of blocking")
+      assert.are.equal("suspended", coroutine.status(abandoned))
     end)
 
     it("charges a blocking call's wall time to the groups running around it", function()

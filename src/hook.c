@@ -694,8 +694,8 @@ static int drop_thread (uintptr_t v, void *arg) {
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
-  if (!t->active) /* its paused blocking calls are the state's again */
-    pm_sw_blocking_resume(t->S, t->blocking);
+  if (!t->active)
+    pm_sw_blocking_orphan(t->S, t->blocking);
   unhook(t->S, t->L, t);
   thread_free(t);
   return 1;

@@ -105,6 +105,7 @@ struct pm_State {
   int loop; /* 0: the outer loop; >0: nested */
   unsigned char in_event[PM_MAX_LOOPS];
   int blocking_depth;
+  int blocking_orphans; /* paused when monitoring stopped: may still end */
   double blocking_since, blocking_total; /* wall µs */
   uint64_t blocking_since_cycles, blocked_cycles; /* off the CPU */
   pm_Stats process;

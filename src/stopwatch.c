@@ -521,8 +521,12 @@ int pm_sw_blocking_begin (pm_State *S) {
 }
 
 int pm_sw_blocking_end (pm_State *S) {
-  if (S->blocking_depth == 0)
-    return PERFMON_EMISUSE;
+  if (S->blocking_depth == 0) {
+    if (S->blocking_orphans == 0)
+      return PERFMON_EMISUSE;
+    S->blocking_orphans--;
+    return PERFMON_OK;
+  }
   if (S->blocking_depth == 1)
     blocking_close(S);
   S->blocking_depth--;
@@ -535,6 +539,11 @@ void pm_sw_blocking_pause (pm_State *S, int n) {
   if (n == S->blocking_depth)
     blocking_close(S);
   S->blocking_depth -= n;
+}
+
+void pm_sw_blocking_orphan (pm_State *S, int n) {
+  if (n > 0)
+    S->blocking_orphans += n;
 }
 
 void pm_sw_blocking_resume (pm_State *S, int n) {

@@ -49,5 +49,8 @@ int pm_sw_blocking_end (pm_State *S);
 ** runs again. */
 void pm_sw_blocking_pause (pm_State *S, int n);
 void pm_sw_blocking_resume (pm_State *S, int n);
+/* n paused calls of a thread that monitoring forgets: they may still end
+** (not a misuse), and never wait again. */
+void pm_sw_blocking_orphan (pm_State *S, int n);
 
 #endif
