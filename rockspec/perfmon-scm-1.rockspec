@@ -54,6 +54,7 @@ build = {
     },
     ["perfmon"] = "lua/perfmon/init.lua",
     ["perfmon.args"] = "lua/perfmon/args.lua",
+    ["perfmon.busted"] = "lua/perfmon/busted.lua",
     ["perfmon.flamegraph"] = "lua/perfmon/flamegraph.lua",
     ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
     ["perfmon.loader"] = "lua/perfmon/loader.lua",
