@@ -1,0 +1,265 @@
+-- spec/busted_spec.lua -- perfmon.busted: the output handler, run as a
+-- child busted on a fixture suite written into a temp dir, and the
+-- assertions, run here.
+--
+-- The fixture's busy loops record the CPU time they spent (os.clock) in a
+-- truth file; the report's figures are checked against it.
+
+local perfmon = require("perfmon")
+local pmbusted = require("perfmon.busted") -- registers the assertions
+local cjson = require("cjson")
+
+local MS = 1000
+
+-- within 10% + 3 ms of the truth
+local function near(truth_us, got_us, what)
+  local slack = truth_us * 0.1 + 3 * MS
+  assert(math.abs(got_us - truth_us) <= slack, ("%s: %.1f ms, expected %.1f ms +- %.1f")
+    :format(what, got_us / MS, truth_us / MS, slack / MS))
+end
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "w"))
+  f:write(s)
+  f:close()
+end
+
+-- The search paths of this process, absolute, for a child run elsewhere.
+local root = assert(io.popen("pwd")):read("l")
+local function absolute(p) return p:sub(1, 1) == "/" and p or root .. "/" .. p end
+local core_so = assert(package.searchpath("perfmon.core", package.cpath))
+local CPATH = absolute(core_so):gsub("perfmon/core%.so$", "?.so")
+local LPATH = ("%s/lua/?.lua;%s/lua/?/init.lua"):format(root, root)
+
+local SPIN = [[
+local function spin(ms)
+  local t0 = os.clock()
+  local t = t0 + ms / 1000
+  while os.clock() < t do end
+  return os.clock() - t0
+end
+local function truth(name, s)
+  local f = assert(io.open(os.getenv("PERFMON_BUSTED_TRUTH"), "a"))
+  f:write(name, "\t", ("%d"):format(math.floor(s * 1e6)), "\n")
+  f:close()
+end
+]]
+
+-- The fixture: a module under test (lua/burn/) and one spec file.
+local function fixture()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute(("mkdir -p %s/lua/burn %s/spec"):format(sh_quote(dir), sh_quote(dir))))
+  write(dir .. "/lua/burn/init.lua", SPIN .. "return { spin = spin, truth = truth }\n")
+  write(dir .. "/spec/fixture_spec.lua", SPIN .. [[
+local burn = require("burn")
+describe("fixture", function()
+  setup(function() truth("setup", spin(30)) end)
+  before_each(function() spin(1) end)
+  it("burns 50 ms", function() truth("50", burn.spin(50)) end)
+  it("burns 5 ms", function() truth("5", burn.spin(5)) end)
+  pending("is pending")
+  it("fails", function() assert.are.equal(1, 2) end)
+  it("errors", function() error("boom") end)
+  describe("nested", function()
+    it("runs perfmon events of its own", function()
+      local perfmon = require("perfmon")
+      local s = perfmon.event(burn.spin, 3)
+      perfmon.event_begin()
+      s = s + burn.spin(3)
+      perfmon.event_end()
+      truth("own", s)
+    end)
+    it("leaves an event open", function()
+      require("perfmon").event_begin()
+      truth("open", burn.spin(2))
+    end)
+  end)
+end)
+]])
+  return dir
+end
+
+-- Runs busted -o perfmon.busted in dir with the -Xoutput options given;
+-- returns the exit code, stdout, stderr, the JSON report and the truth.
+local function run(dir, options, extra)
+  os.remove(dir .. "/report.json")
+  os.remove(dir .. "/truth.txt")
+  local x = {}
+  for _, o in ipairs(options) do x[#x + 1] = "-Xoutput " .. sh_quote(o) end
+  local cmd = ("cd %s && PERFMON_BUSTED_TRUTH=truth.txt LUA_PATH_5_4=%s LUA_CPATH_5_4=%s "
+    .. "lua5.4 /usr/bin/busted -o perfmon.busted %s %s spec >out.txt 2>err.txt")
+    :format(sh_quote(dir), sh_quote("./lua/?.lua;./lua/?/init.lua;" .. LPATH .. ";;"),
+      sh_quote(CPATH .. ";;"), table.concat(x, " "), extra or "")
+  local _, _, code = os.execute(cmd)
+  local truth = {}
+  for name, us in (read(dir .. "/truth.txt") or ""):gmatch("(%S+)\t(%d+)") do
+    truth[name] = tonumber(us)
+  end
+  local json = read(dir .. "/report.json")
+  return code, read(dir .. "/out.txt"), read(dir .. "/err.txt"),
+    json and cjson.decode(json), truth
+end
+
+local function find(list, name)
+  for _, t in ipairs(list) do
+    if t.name == name then return t end
+  end
+  error("not in the report: " .. name)
+end
+
+local function group(rec, name)
+  for _, g in ipairs(rec.groups) do
+    if g.name == name then return g.cpu_us end
+  end
+  return 0
+end
+
+describe("perfmon.busted as an output handler", function()
+  local dir
+
+  setup(function() dir = fixture() end)
+  teardown(function() os.execute("rm -rf " .. sh_quote(dir)) end)
+
+  it("charges each test its own CPU time and each module its share", function()
+    local code, out, err, report, truth = run(dir, { "--json=report.json" })
+    assert.are.equal(1, code, err) -- busted's: one failure, one error
+    local tests = report.tests
+    assert.are.equal("fixture burns 50 ms", tests[1].name)
+    near(truth["50"], tests[1].cpu_us, "the 50 ms test")
+    near(truth["50"], group(tests[1], "lua/burn/"), "lua/burn/ in the 50 ms test")
+    assert.are.equal("lua/burn/", tests[1].top_group)
+    near(truth["5"], find(tests, "fixture burns 5 ms").cpu_us, "the 5 ms test")
+    local modules = find(report.modules, "lua/burn/").cpu_us
+    near(truth["50"] + truth["5"] + truth.own + truth.open, modules, "lua/burn/ over the run")
+    -- the usual output stays, then perfmon's
+    assert.matches("4 successes / 1 failure / 1 error / 1 pending", out, 1, true)
+    assert.matches("inclusive", out, 1, true)
+    assert.matches("self time does not exist yet", out, 1, true)
+  end)
+
+  it("charges setup and before_each to the file, not to a test", function()
+    local _, _, _, report, truth = run(dir, { "--json=report.json" })
+    local file = report.files[1]
+    assert.are.equal("spec/fixture_spec.lua", file.name)
+    -- the setup, and 1 ms of before_each for each of the 6 tests that run
+    -- (a pending block has none)
+    -- The file's group also gets some of busted's own work between the
+    -- tests (about 0.75 ms a test here, unexplained yet), hence 1.5 ms a
+    -- test on top of the truth; the file's CPU time gets all of it.
+    local spec_us = group(file, "spec/fixture_spec.lua")
+    local own_us = truth.setup + 6 * MS
+    assert(spec_us >= own_us * 0.9 and spec_us <= own_us * 1.1 + 7 * 1.5 * MS,
+      ("the file's group: %.1f ms, its own code %.1f ms"):format(spec_us / MS, own_us / MS))
+    assert(file.cpu_us >= spec_us, "the file's CPU time")
+    near(truth["5"], find(report.tests, "fixture burns 5 ms").cpu_us, "the 5 ms test")
+  end)
+
+  it("lists every test with its status, nested ones by their full name", function()
+    local _, _, _, report = run(dir, { "--json=report.json" })
+    assert.are.equal(7, #report.tests)
+    assert.are.equal("pending", find(report.tests, "fixture is pending").status)
+    assert.are.equal("failure", find(report.tests, "fixture fails").status)
+    assert.are.equal("error", find(report.tests, "fixture errors").status)
+    assert.are.equal("success", find(report.tests, "fixture burns 50 ms").status)
+  end)
+
+  it("counts a test's own perfmon events in the test, and ends one it leaves open", function()
+    local _, _, _, report, truth = run(dir, { "--json=report.json" })
+    local own = find(report.tests, "fixture nested runs perfmon events of its own")
+    assert.are.equal("success", own.status)
+    near(truth.own, own.cpu_us, "the test with events of its own")
+    near(truth.own, group(own, "lua/burn/"), "lua/burn/ in it")
+    local open = find(report.tests, "fixture nested leaves an event open")
+    assert.are.equal("success", open.status)
+    assert.matches("left a perfmon event open", open.note, 1, true)
+    near(truth.open, open.cpu_us, "the test that left an event open")
+  end)
+
+  it("fails a test over the budget, naming the module, and exits non-zero", function()
+    local code, out, err, report = run(dir, { "--json=report.json", "--budget-ms=20" },
+      "--filter=burns")
+    assert.are.equal(1, code, err)
+    local slow = find(report.tests, "fixture burns 50 ms")
+    assert.are.equal("failure", slow.status)
+    assert.is_true(slow.over_budget)
+    assert.are.equal("success", find(report.tests, "fixture burns 5 ms").status)
+    assert.matches("over the budget of 20.0 ms; module 'lua/burn/' spent", out, 1, true)
+    -- the same tests within a budget pass
+    code, out = run(dir, { "--budget-ms=500" }, "--filter=burns")
+    assert.are.equal(0, code, out)
+  end)
+
+  it("wraps the handler --wrap names, and lists --top tests", function()
+    local code, out = run(dir, { "--wrap=TAP", "--top=1", "--modules=lua/burn/" })
+    assert.are.equal(1, code)
+    assert.matches("not ok %d+ %- fixture fails", out)
+    assert.matches("\n1..7\n", out, 1, true)
+    local listed = out:match("the (%d+) slowest tests")
+    assert.are.equal("1", listed)
+    assert.matches("fixture burns 50 ms [lua/burn/]", out, 1, true)
+  end)
+
+  it("refuses bad options with a clear error", function()
+    for option, msg in pairs{
+      ["--bogus=1"] = "bad option '--bogus=1' (unknown option; options: --wrap=HANDLER",
+      ["--budget-ms=abc"] = "bad option '--budget-ms=abc' (a positive number of ms expected)",
+      ["--top=-1"] = "bad option '--top=-1' (a whole number >= 0 expected)",
+      ["--json"] = "bad option '--json' (expected --name=value",
+      ["--wrap=nosuch"] = "cannot load the handler to wrap 'nosuch'",
+    } do
+      local code, _, err = run(dir, { option })
+      assert.are_not.equal(0, code)
+      assert.matches(msg, err, 1, true)
+    end
+  end)
+end)
+
+describe("perfmon.busted's assertions", function()
+  local burner = perfmon.group{ name = "burner", kind = "plugin" }
+  local burn = assert(perfmon.load([[
+    return function(ms)
+      local t0 = os.clock()
+      local t = t0 + ms / 1000
+      while os.clock() < t do end
+      return os.clock() - t0
+    end]], "=burner", setmetatable({}, { __index = _G }), burner))()
+
+  it("cpu_under passes under the limit and fails over it, naming the group", function()
+    assert.cpu_under(100, function() burn(5) end)
+    local ok, err = pcall(assert.cpu_under, 10, function() burn(30) end)
+    assert.is_false(ok)
+    err = tostring(err) -- busted's failure object
+    assert.matches("Expected under 10.0 ms of CPU, spent %d+%.%d ms; plugin 'burner' spent %d+%.%d ms", err)
+    local spent = tonumber(err:match("spent (%d+%.%d) ms;"))
+    assert(spent >= 27 and spent <= 36, err)
+    assert.has_error(function() assert.cpu_under("10", function() end) end,
+      "bad argument #1 to 'cpu_under' (positive number of ms expected, got 10)")
+  end)
+
+  it("no_jank passes for a short event and fails for a 64 ms one", function()
+    assert.no_jank(function() burn(5) end)
+    local ok, err = pcall(assert.no_jank, function() burn(70) end)
+    assert.is_false(ok)
+    err = tostring(err)
+    assert.matches("Expected no jank (64.0 ms of CPU in one event), spent", err, 1, true)
+    assert.matches("plugin 'burner' spent", err, 1, true)
+  end)
+
+  it("measures one event and leaves no monitor open", function()
+    local us, groups = pmbusted.measure(function() burn(10) end)
+    near(10 * MS, us, "measure")
+    near(10 * MS, groups[burner.id].cpu_us, "the burner group")
+    assert.are.equal(0, perfmon.info().monitors)
+  end)
+end)
