@@ -1,6 +1,7 @@
 -- perfmon.profiler's lifetime: a profiler kept by a finalizer after its
--- __gc ran, and a restart inside a nested coroutine.  Each one used to end the process with SIGSEGV or leave
--- the signal handler with a freed lua_State; valgrind.spec.profiler_lifetime_spec
+-- __gc ran, and a restart inside a nested coroutine: either can end the
+-- process with SIGSEGV, or leave the signal handler with a freed lua_State,
+-- where perfmon gets its lifetime wrong; valgrind.spec.profiler_lifetime_spec
 -- runs this file under memcheck, which sees the reads of freed memory that
 -- an ordinary run may survive.
 
@@ -60,9 +61,9 @@ describe("a profiler's lifetime", function()
   end)
 
   it("keeps sampling the right coroutine after a restart in a nested one", function()
-    -- The patched coroutine.resume used to put back the coroutine it found
-    -- running (X) while the restart had anchored the inner one: X, dropped,
-    -- was freed and the signal handler went on setting hooks on it.
+    -- The restart anchors the inner coroutine; a patched coroutine.resume
+    -- that put back the one it found running (X) would leave X, dropped,
+    -- to be freed while the signal handler sets hooks on it.
     local p = Profiler.new()
     local X = coroutine.create(function()
       p:start(100)

@@ -481,10 +481,10 @@ describe("perfmon.profiler", function()
 
     it("stay tracked soundly when the call to resume itself raises", function()
       -- From deep enough in the C stack, calling coroutine.resume raises
-      -- (C stack overflow) instead of reporting the coroutine's error.  The
-      -- profiler used to go on tracking that coroutine, which was then
-      -- collected while the timer signal set hooks on its memory.  In a
-      -- process of its own, since a memory error ends it.
+      -- (C stack overflow) instead of reporting the coroutine's error.  A
+      -- profiler that went on tracking that coroutine would have the timer
+      -- signal set hooks on its memory once it is collected.  In a process
+      -- of its own, since a memory error ends it.
       local script = os.tmpname()
       local f = assert(io.open(script, "w"))
       f:write([[
@@ -1020,9 +1020,9 @@ describe("perfmon.profiler", function()
 
     it("do not livelock the program when a sample takes longer than a period", function()
       -- 600 frames at 100 µs: a sample (a walk of 512 frames) costs about a
-      -- period or more.  The periods the sampler itself spent used to be
-      -- counted as the program's, so every tick asked for another sample:
-      -- the program ran an instruction or so per sample, 1000 times slower.
+      -- period or more.  Were the periods the sampler itself spends counted
+      -- as the program's, every tick would ask for another sample and the
+      -- program would run an instruction or so per sample.
       local ok, how, out = run_script([[
         local Profiler = require("perfmon.profiler")
         local function work() local s = 0 for i = 1, 3e7 do s = s + i % 7 end return s end
@@ -1125,8 +1125,8 @@ describe("perfmon.profiler", function()
   describe("finalizers while the records are read", function()
     it("may call frame(); reset() and start() refuse", function()
       -- The dump's tables allocate, so the collector runs finalizers in
-      -- its middle.  frame() from one used to move the arrays the dump was
-      -- reading (a crash); reset() freed them.
+      -- its middle.  frame() from one may grow the arrays the dump is
+      -- reading, and reset() would free them.
       local ok, how, out = run_script([[
         local Profiler = require("perfmon.profiler")
         local core = require("perfmon.core")
