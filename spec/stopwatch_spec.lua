@@ -36,6 +36,20 @@ local function host_spin(ms)
   while os.clock() < t do end
 end
 
+-- A plugin that times its own work with os.clock: run(us) busy-loops us
+-- µs and adds what it took to M.spent.
+local function timed_plugin(name)
+  return plugin(name, [[
+    local M = { spent = 0 }
+    function M.run(us)
+      local t0 = os.clock()
+      local t = t0 + us / 1e6
+      while os.clock() < t do end
+      M.spent = M.spent + (os.clock() - t0) * 1e6
+    end
+    return M]])
+end
+
 local function fmt(x) return ("%.1f ms"):format(x / MS) end
 
 local function st(d, g)
@@ -576,15 +590,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("counts thousands of short events exactly, their time within the windows", function()
-      local A, a = plugin("A", [[
-        local M = { spent = 0 }
-        function M.run(us)
-          local t0 = os.clock()
-          local t = t0 + us / 1e6
-          while os.clock() < t do end
-          M.spent = M.spent + (os.clock() - t0) * 1e6
-        end
-        return M]])
+      local A, a = timed_plugin("A")
       local mon <close> = monitor()
       local n = 3000
       local d = measure(mon, function()
@@ -615,17 +621,6 @@ describe("perfmon stopwatch", function()
   describe("short events", function()
     -- Events shorter than the window (250 µs) share one read of the
     -- thread's CPU clock; each plugin times its own work with os.clock.
-    local function timed_plugin(name)
-      return plugin(name, [[
-        local M = { spent = 0 }
-        function M.run(us)
-          local t0 = os.clock()
-          local t = t0 + us / 1e6
-          while os.clock() < t do end
-          M.spent = M.spent + (os.clock() - t0) * 1e6
-        end
-        return M]])
-    end
 
     it("charges thousands of short events exactly, with a CPU clock read per window", function()
       local A, a = timed_plugin("A")

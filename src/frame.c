@@ -37,17 +37,21 @@ static int run_check (lua_State *L) {
   return 0;
 }
 
-int pm_frame_verify (lua_State *L) {
+void pm_frame_run_check (lua_State *L, lua_CFunction run) {
   lua_Hook old = lua_gethook(L);
   int mask = lua_gethookmask(L), count = lua_gethookcount(L), status;
-  check.events = check.mismatches = 0;
-  lua_pushcfunction(L, run_check);
+  lua_pushcfunction(L, run);
   status = lua_pcall(L, 0, 0, 0);
   /* whatever happened, the test hook goes: a failed check must not leave
      it behind to pass for a foreign hook */
   lua_sethook(L, old, mask, count);
   if (status != LUA_OK)
     lua_error(L); /* out of memory: perfmon cannot start */
+}
+
+int pm_frame_verify (lua_State *L) {
+  check.events = check.mismatches = 0;
+  pm_frame_run_check(L, run_check);
   /* main, tail, lua (a tail call), select, cclosure: at least 5 events */
   return check.events >= 5 && check.mismatches == 0;
 }

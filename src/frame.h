@@ -27,4 +27,9 @@ static inline const void *pm_frame_caller (const void *ci) {
 ** test hook; returns whether both accessors agreed with the public API. */
 int pm_frame_verify (lua_State *L);
 
+/* Runs a start-up check of Lua's private layout, run (protected), with the
+** thread's hook kept and put back whatever happened; raises only a memory
+** error.  frame.c's check and trap.c's. */
+void pm_frame_run_check (lua_State *L, lua_CFunction run);
+
 #endif

@@ -9,6 +9,8 @@
 
 #include <lauxlib.h>
 
+#include "frame.h"
+
 /*
 ** {======================================================
 ** Lua 5.4's private layout (lstate.h, 5.4.3 to 5.4.6)
@@ -184,14 +186,8 @@ static int run_check (lua_State *L) {
 }
 
 int pm_trap_verify (lua_State *L) {
-  lua_Hook old = lua_gethook(L);
-  int mask = lua_gethookmask(L), count = lua_gethookcount(L), status;
   check.events = check.ok = 0;
-  lua_pushcfunction(L, run_check);
-  status = lua_pcall(L, 0, 0, 0);
-  lua_sethook(L, old, mask, count); /* the check's hook must not stay */
-  if (status != LUA_OK)
-    lua_error(L); /* out of memory: perfmon cannot start */
+  pm_frame_run_check(L, run_check);
   return check.ok;
 }
 
