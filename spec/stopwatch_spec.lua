@@ -62,14 +62,17 @@ local function cpu(d, g) return st(d, g).cpu_us end
 
 local assert_near = truth.assert_near
 
--- The process bounds every group, in every diff.
+-- The process bounds every group, and a group's inclusive time its self
+-- time, in every diff.
 local function assert_bounded(d)
   for id, s in pairs(d.groups) do
-    for _, f in ipairs{ "cpu_us", "user_us", "system_us", "blocking_us" } do
+    for _, f in ipairs{ "cpu_us", "user_us", "system_us", "blocking_us", "self_us" } do
       assert(s[f] <= d.process[f] + BOUND_SLACK,
         ("group %d (%s): %s = %d exceeds the process' %d"):format(
           id, s.name, f, s[f], d.process[f]))
     end
+    assert(s.self_us <= s.cpu_us + BOUND_SLACK,
+      ("group %d (%s): self_us = %d exceeds its cpu_us %d"):format(id, s.name, s.self_us, s.cpu_us))
     assert(s.cpu_us >= 0, ("group %d (%s): negative cpu_us %d"):format(id, s.name, s.cpu_us))
   end
 end

@@ -467,7 +467,7 @@ describe("plugin watcher", function()
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
     assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
-      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, ignore, kind, on_warning))")
+      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, ignore, kind, on_warning, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
       "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")

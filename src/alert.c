@@ -26,11 +26,13 @@ static int visible (pm_State *S) {
           S->last_input >= S->event_since - S->input_window);
 }
 
-void pm_alert_check (pm_State *S, pm_Group *g, double jank_us,
+void pm_alert_check (pm_State *S, pm_Group *g, double jank_us, double self_us,
                      double blocking_us) {
   int reason = PM_ALERT_NONE;
   if (jank_us > g->alert_jank)
     g->alert_jank = jank_us;
+  if (self_us > g->alert_self)
+    g->alert_self = self_us;
   if (blocking_us > g->alert_blocking)
     g->alert_blocking = blocking_us;
   if (S->jank_threshold > 0 && jank_us >= S->jank_threshold)
@@ -42,10 +44,12 @@ void pm_alert_check (pm_State *S, pm_Group *g, double jank_us,
   if (g->alert_reason == PM_ALERT_NONE) { /* the first since it was taken */
     g->alert_reason = reason;
     g->alert_visible = 0;
-    g->alert_count = 0;
+    g->alert_count = g->alert_self_count = 0;
     S->alerts_pending++;
   }
   g->alert_count++;
+  g->alert_self_count +=
+      reason == PM_ALERT_JANK && self_us >= S->jank_threshold;
   g->alert_visible |= reason == PM_ALERT_JANK && visible(S);
   g->alert_time = pm_realtime_us();
 }
@@ -88,7 +92,7 @@ void pm_alert_watch (lua_State *L, pm_State *S, int idx, double jank_us,
     for (i = 1; i <= S->ngroups; i++) {
       pm_Group *g = pm_group_get(S, i);
       g->alert_reason = PM_ALERT_NONE;
-      g->alert_jank = g->alert_blocking = 0;
+      g->alert_jank = g->alert_self = g->alert_blocking = 0;
     }
     S->alerts_pending = 0;
   }
@@ -113,11 +117,13 @@ static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
   }
   lua_setfield(L, -2, "memberships");
   lua_setfield(L, -2, "source");
-  lua_createtable(L, 0, 6); /* ... list alert details */
+  lua_createtable(L, 0, 8); /* ... list alert details */
   lua_pushstring(L, g->alert_reason == PM_ALERT_JANK ? "jank" : "blocking");
   lua_setfield(L, -2, "reason");
   lua_pushinteger(L, (lua_Integer)g->alert_jank);
   lua_setfield(L, -2, "highest_jank_us");
+  lua_pushinteger(L, (lua_Integer)g->alert_self);
+  lua_setfield(L, -2, "highest_self_us");
   lua_pushinteger(L, (lua_Integer)g->alert_blocking);
   lua_setfield(L, -2, "highest_blocking_us");
   lua_pushboolean(L, g->alert_visible);
@@ -126,6 +132,8 @@ static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
   lua_setfield(L, -2, "time_us");
   lua_pushinteger(L, g->alert_count);
   lua_setfield(L, -2, "count");
+  lua_pushinteger(L, g->alert_self_count);
+  lua_setfield(L, -2, "self_count");
   lua_setfield(L, -2, "details");
   lua_rawseti(L, -2, n);
 }
@@ -140,7 +148,7 @@ void pm_alert_take (lua_State *L, pm_State *S) {
   for (i = 1; i <= S->ngroups; i++) {
     pm_Group *g = pm_group_get(S, i);
     g->alert_reason = PM_ALERT_NONE;
-    g->alert_jank = g->alert_blocking = 0;
+    g->alert_jank = g->alert_self = g->alert_blocking = 0;
   }
   S->alerts_pending = 0;
 }

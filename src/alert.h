@@ -15,8 +15,10 @@
 
 enum { PM_ALERT_NONE, PM_ALERT_JANK, PM_ALERT_BLOCKING };
 
-/* g ran jank_us of CPU and blocked blocking_us in the event just ended. */
-void pm_alert_check (pm_State *S, pm_Group *g, double jank_us,
+/* g ran jank_us of CPU (self_us of it in the innermost frame) and blocked
+** blocking_us in the event just ended.  Jank is detected on inclusive
+** time; the details say how many of those events janked on self time. */
+void pm_alert_check (pm_State *S, pm_Group *g, double jank_us, double self_us,
                      double blocking_us);
 void pm_alert_event_begin (pm_State *S);
 void pm_alert_input (pm_State *S);

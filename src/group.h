@@ -31,13 +31,25 @@
 
 typedef struct pm_State pm_State;
 
+/* A group's totals.  cpu: CPU time while the group was on the stack
+** (inclusive); self: while it was in the innermost frame's set. */
 typedef struct pm_Stats {
-  double user_us, system_us, cpu_us, blocking_us;
+  pm_CpuTime cpu, self;
+  double blocking_us;
   uint64_t ticks;
-  uint64_t durations[PM_DURATIONS];
+  uint64_t durations[PM_DURATIONS]; /* of its CPU time per event */
+  uint64_t self_durations[PM_DURATIONS]; /* of its self time per event */
   uint64_t events; /* events it ran in: what durations counts from */
-  double event_us; /* the sum of its CPU time in those events */
+  double event_us, self_event_us; /* the sums over those events */
 } pm_Stats;
+
+/* Cycles charged to a group and the CPU time windows made of them
+** (stopwatch.c): one meter for its inclusive time, one for its self time. */
+typedef struct pm_Meter {
+  uint64_t window_cycles; /* charged in the open window */
+  uint64_t open_cycles; /* the part of those charged in this period */
+  pm_CpuTime period_time; /* of this period, from windows closed in it */
+} pm_Meter;
 
 typedef struct pm_Env pm_Env;
 
@@ -57,17 +69,16 @@ typedef struct pm_Group {
   uint64_t recent_ticks;
   uint64_t touched_period;
   struct pm_Group *next_touched;
-  uint64_t window_cycles; /* charged in the open window, not yet renormalised */
-  uint64_t open_cycles; /* the part of those charged in this period */
-  pm_CpuTime period_time; /* of this period, from windows closed in it */
+  pm_Meter all, self; /* inclusive and self */
   uint64_t in_window; /* the window it is listed in */
   struct pm_Group *next_windowed;
   pm_Stats total;
   /* alerts (alert.c): the highest times since its last alert */
-  double alert_jank, alert_blocking; /* µs in one event */
+  double alert_jank, alert_self, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */
   int alert_visible;
   int alert_count; /* events over a threshold since its last alert */
+  int alert_self_count; /* those of them that janked on self time */
   double alert_time; /* realtime µs of the event that raised it */
 } pm_Group;
 

@@ -101,18 +101,45 @@ static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
   fr->ci = ci;
   fr->set = set;
   fr->iter = t->S->iter;
-  fr->owned = set != parent ? pm_sw_acquire(t->S, set) : 0;
+  fr->owned = set != parent ? pm_sw_enter(t->S, set) : 0;
 }
 
+/* The innermost set of t, were it running. */
+static const pm_Set *top_set (const pm_Thread *t) {
+  return t->n > 0 ? t->f[t->n - 1].set : t->S->empty;
+}
+
+/* The return of a frame into another set: out of line, as the common
+** return stays in its caller's set. */
+static PM_NOINLINE void leave (pm_Thread *t, const pm_Frame *fr) {
+  pm_sw_leave(t->S, fr->set, fr->owned, fr->iter, top_set(t));
+}
+
+/* Pops the top frame of the running thread. */
 static PM_INLINE void pop (pm_Thread *t) {
   pm_Frame *fr = &t->f[--t->n];
   if (fr->owned)
-    pm_sw_release(t->S, fr->set, fr->owned, fr->iter);
+    leave(t, fr);
 }
 
 static void unwind (pm_Thread *t, int keep) {
   while (t->n > keep)
     pop(t);
+}
+
+/* Stops the stopwatches of t's frames, which stay (a thread suspended) or
+** go (keep 0: a thread that ended, or that perfmon lost sight of), without
+** touching the innermost set: t is not running, or stops now. */
+static void stop_frames (pm_Thread *t, int keep) {
+  int i;
+  for (i = t->n - 1; i >= 0; i--) {
+    pm_Frame *fr = &t->f[i];
+    if (fr->owned & ~PM_SW_SELF)
+      pm_sw_release(t->S, fr->set, (uint32_t)fr->owned, fr->iter);
+    fr->owned &= PM_SW_SELF;
+  }
+  if (!keep)
+    t->n = 0;
 }
 
 /* Index of the frame with CallInfo ci, or -1. */
@@ -150,30 +177,22 @@ static int is_resumer (lua_State *L) {
   return lua_status(L) == LUA_OK && lua_getstack(L, 0, &ar);
 }
 
+/* A thread that yielded keeps its frames; one that ended has none. */
 static void thread_stop (pm_Thread *t) {
-  int i;
   pm_sw_blocking_pause(t->S, t->blocking);
-  if (lua_status(t->L) != LUA_YIELD) {
-    unwind(t, 0); /* ended: its frames are gone */
-  } else {
-    for (i = 0; i < t->n; i++) {
-      pm_Frame *fr = &t->f[i];
-      if (fr->owned)
-        pm_sw_release(t->S, fr->set, fr->owned, fr->iter);
-      fr->owned = 0;
-    }
-  }
+  stop_frames(t, lua_status(t->L) == LUA_YIELD);
   t->active = 0;
 }
 
 static void thread_run (pm_Thread *t) {
-  const pm_Set *parent = NULL;
+  const pm_Set *parent = t->S->empty;
   int i;
   pm_sw_blocking_resume(t->S, t->blocking);
   for (i = 0; i < t->n; i++) {
     pm_Frame *fr = &t->f[i];
     fr->iter = t->S->iter;
-    fr->owned = fr->set != parent ? pm_sw_acquire(t->S, fr->set) : 0;
+    fr->owned =
+        fr->set != parent ? PM_SW_SELF | pm_sw_acquire(t->S, fr->set) : 0;
     parent = fr->set;
   }
   t->active = 1;
@@ -193,13 +212,18 @@ int pm_hook_blocking_end (pm_State *S) {
   return rc;
 }
 
+/* The innermost set goes from prev's top to t's: none while stopwatches
+** stop and start, so that no self time is charged to a group whose
+** stopwatch does not run. */
 static void thread_switch (pm_Thread *t) {
   pm_Thread *prev = t->S->current;
+  pm_sw_self(t->S, NULL);
   if (prev != NULL && prev->active && !is_resumer(prev->L))
     thread_stop(prev);
   if (!t->active)
     thread_run(t);
   t->S->current = t;
+  pm_sw_self(t->S, top_set(t));
 }
 
 /* }====================================================== */
@@ -727,8 +751,11 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
 ** loss is reported (snapshot.hook_lost) until monitoring restarts. */
 static void lose (pm_State *S, pm_Thread *t) {
   S->hook_lost = 1;
-  if (t != NULL)
-    unwind(t, 0);
+  if (t != NULL) {
+    if (t == S->current)
+      pm_sw_self(S, S->empty);
+    stop_frames(t, 0);
+  }
 }
 
 /* must: the thread always has perfmon's hook while monitors are open (the
@@ -766,9 +793,10 @@ void pm_hook_settle (lua_State *L, pm_State *S) {
 }
 
 void pm_thread_forget (pm_State *S, pm_Thread *t) {
-  unwind(t, 0);
+  if (t == S->current)
+    pm_sw_self(S, S->empty);
+  stop_frames(t, 0);
   thread_free(t);
-  (void)S;
   invalidate();
 }
 

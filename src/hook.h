@@ -23,7 +23,9 @@ typedef struct pm_Frame {
   const void *ci; /* the frame's CallInfo: identity only */
   const pm_Set *set; /* the groups its function belongs to */
   uint64_t iter; /* the iteration its stopwatches started in */
-  uint32_t owned; /* the stopwatches it started (bits of set) */
+  /* the stopwatches it started (bits of set), and PM_SW_SELF when its
+  ** set differs from its caller's: its return changes the innermost set */
+  uint64_t owned;
 } pm_Frame;
 
 struct pm_Thread {

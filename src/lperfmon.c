@@ -221,12 +221,24 @@ static void set_number (lua_State *L, const char *k, double v) {
   lua_setfield(L, -2, k);
 }
 
+/* t -> t; sets t[field] = {counts...} */
+static void set_histogram (lua_State *L, const char *field,
+                           const uint64_t *counts) {
+  int k;
+  lua_createtable(L, PM_DURATIONS, 0);
+  for (k = 0; k < PM_DURATIONS; k++) {
+    lua_pushinteger(L, (lua_Integer)counts[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, field);
+}
+
 /* ... -> ... stats */
 static void push_stats (lua_State *L, int id, const char *name,
                         const char *kind, const pm_Stats *st, const int *ids,
                         int nids) {
   int k, longest = 0;
-  lua_createtable(L, 0, 14);
+  lua_createtable(L, 0, 20);
   lua_pushinteger(L, id);
   lua_setfield(L, -2, "id");
   lua_pushstring(L, name);
@@ -239,23 +251,24 @@ static void push_stats (lua_State *L, int id, const char *name,
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "memberships");
-  set_number(L, "user_us", st->user_us);
-  set_number(L, "system_us", st->system_us);
-  set_number(L, "cpu_us", st->cpu_us);
+  set_number(L, "user_us", st->cpu.user_us);
+  set_number(L, "system_us", st->cpu.system_us);
+  set_number(L, "cpu_us", st->cpu.cpu_us);
+  set_number(L, "self_user_us", st->self.user_us);
+  set_number(L, "self_system_us", st->self.system_us);
+  set_number(L, "self_us", st->self.cpu_us);
   set_number(L, "blocking_us", st->blocking_us);
   lua_pushinteger(L, (lua_Integer)st->ticks);
   lua_setfield(L, -2, "ticks");
-  lua_createtable(L, PM_DURATIONS, 0);
-  for (k = 0; k < PM_DURATIONS; k++) {
-    lua_pushinteger(L, (lua_Integer)st->durations[k]);
-    lua_rawseti(L, -2, k + 1);
+  set_histogram(L, "durations", st->durations);
+  set_histogram(L, "self_durations", st->self_durations);
+  for (k = 0; k < PM_DURATIONS; k++)
     if (st->durations[k] > 0)
       longest = k + 1;
-  }
-  lua_setfield(L, -2, "durations");
   lua_pushinteger(L, (lua_Integer)st->events);
   lua_setfield(L, -2, "events");
   set_number(L, "event_us", st->event_us);
+  set_number(L, "self_event_us", st->self_event_us);
   lua_pushinteger(L, longest);
   lua_setfield(L, -2, "longest");
 }

@@ -91,6 +91,9 @@ struct pm_State {
   uint64_t period_cycles; /* cycles when the period began */
   uint64_t period_blocked; /* blocked_cycles then */
   pm_Group *touched; /* groups that ran in this period */
+  const pm_Set *self_set; /* the innermost frame's set: its self time runs */
+  uint64_t self_cycles, self_blocked; /* when that measure began */
+  uint32_t self_cpu;
   uint64_t window; /* renormalisations so far */
   uint64_t window_cycles, window_blocked; /* when the window began */
   pm_CpuTime window_time; /* the thread's CPU time then */

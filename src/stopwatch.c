@@ -93,15 +93,16 @@ static int window_young (pm_State *S, uint64_t now) {
          S->window_thread == pm_os_thread();
 }
 
-/* Lists g in the window and adds d cycles to its share. */
-static void window_add (pm_State *S, pm_Group *g, uint64_t d) {
+/* Lists g in the window and adds d cycles to its meter m (g->all or
+** g->self). */
+static void window_add (pm_State *S, pm_Group *g, pm_Meter *m, uint64_t d) {
   if (g->in_window != S->window) {
     g->in_window = S->window;
     g->next_windowed = S->windowed;
     S->windowed = g;
   }
-  g->window_cycles += d;
-  g->open_cycles += d;
+  m->window_cycles += d;
+  m->open_cycles += d;
 }
 
 /* The age in cycles at which a group change ends the window: never
@@ -132,18 +133,24 @@ static double window_in_period (pm_State *S, uint64_t now, uint64_t cycles) {
   return c == UINT64_MAX ? 0 : c < cycles ? (double)c / (double)cycles : 1;
 }
 
-/* Adds the part share of t to the totals st. */
-static void credit (pm_Stats *st, const pm_CpuTime *t, double share) {
-  st->user_us += share * t->user_us;
-  st->system_us += share * t->system_us;
-  st->cpu_us += share * t->cpu_us;
+/* Adds the part share of t to acc (a total, or the time of a period). */
+static void credit (pm_CpuTime *acc, const pm_CpuTime *t, double share) {
+  acc->user_us += share * t->user_us;
+  acc->system_us += share * t->system_us;
+  acc->cpu_us += share * t->cpu_us;
 }
 
-/* Adds the part share of t to the time of a period. */
-static void hold (pm_CpuTime *p, const pm_CpuTime *t, double share) {
-  p->user_us += share * t->user_us;
-  p->system_us += share * t->system_us;
-  p->cpu_us += share * t->cpu_us;
+/* Gives meter m its share of the window's CPU time dt (cycles busy cycles
+** long): the part of earlier periods to total, that of this one held. */
+static void meter_close (pm_Meter *m, pm_CpuTime *total, const pm_CpuTime *dt,
+                         uint64_t cycles) {
+  if (cycles > 0 && m->window_cycles <= cycles) {
+    credit(total, dt,
+           (double)(m->window_cycles - m->open_cycles) / (double)cycles);
+    credit(&m->period_time, dt, (double)m->open_cycles / (double)cycles);
+  }
+  m->window_cycles = 0;
+  m->open_cycles = 0;
 }
 
 /* Ends the window at now: reads the thread's CPU time and gives each group
@@ -168,17 +175,13 @@ static void window_close (pm_State *S, uint64_t now) {
     cycles = 0; /* the counter went backwards: discard the window */
   for (; g != NULL; g = next) {
     next = g->next_windowed;
-    if (cycles > 0 && g->window_cycles <= cycles) {
-      credit(&g->total, &dt,
-             (double)(g->window_cycles - g->open_cycles) / (double)cycles);
-      hold(&g->period_time, &dt, (double)g->open_cycles / (double)cycles);
-    }
-    g->window_cycles = 0;
-    g->open_cycles = 0;
+    meter_close(&g->all, &g->total.cpu, &dt, cycles);
+    meter_close(&g->self, &g->total.self, &dt, cycles);
   }
   part = cycles > 0 ? window_in_period(S, now, cycles) : 1;
-  credit(&S->process, &dt, 1 - part);
-  hold(&S->period_time, &dt, part);
+  credit(&S->process.cpu, &dt, 1 - part);
+  credit(&S->process.self, &dt, 1 - part); /* all it runs is its own */
+  credit(&S->period_time, &dt, part);
   if (cycles > 0)
     S->cpu_per_cycle = dt.cpu_us / (double)cycles;
   measure_rate(S, now);
@@ -223,9 +226,27 @@ static void charge (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   if (d != UINT64_MAX && cpu == g->start_cpu) {
     g->recent_cycles += d;
     if (!S->quiet && HAS(S, PM_PROBE_JANK))
-      window_add(S, g, d);
+      window_add(S, g, &g->all, d);
   }
   g->recent_blocking += S->blocking_total - g->start_blocking;
+}
+
+/* Self time: the innermost frame's set (S->self_set) is measured from
+** its last change.  Up to now it goes to those of its groups whose
+** stopwatch runs: a group cancelled by a nested loop or an event boundary
+** gets no self time either, so self time never exceeds inclusive time. */
+static void self_charge (pm_State *S, uint64_t now, uint32_t cpu) {
+  const pm_Set *s = S->self_set;
+  uint64_t d = busy_cycles(S, now, S->self_cycles, S->self_blocked);
+  int i;
+  if (s != NULL && d != UINT64_MAX && cpu == S->self_cpu && !S->quiet &&
+      HAS(S, PM_PROBE_JANK))
+    for (i = 0; i < s->n; i++)
+      if (s->g[i]->owner_iter == S->iter)
+        window_add(S, s->g[i], &s->g[i]->self, d);
+  S->self_cycles = now;
+  S->self_cpu = cpu;
+  S->self_blocked = blocked_at(S, now);
 }
 
 /* Charges every running stopwatch up to now and restarts it there. */
@@ -236,6 +257,7 @@ static void split (pm_State *S, uint64_t now, uint32_t cpu) {
       charge(S, g, now, cpu);
       start(S, g, now, cpu);
     }
+  self_charge(S, now, cpu);
 }
 
 /* A group change in a window past its limit ends the window there. */
@@ -248,23 +270,55 @@ static int window_due (pm_State *S, uint64_t now) {
   return now - S->window_cycles >= S->window_limit;
 }
 
-uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s) {
-  uint32_t owned = 0, cpu;
-  uint64_t now;
+/* The stopwatches of s that are not running, as bits of s. */
+static uint32_t stopped (pm_State *S, const pm_Set *s) {
+  uint32_t bits = 0;
   int i;
   for (i = 0; i < s->n; i++)
     if (s->g[i]->owner_iter != S->iter)
-      owned |= 1u << i;
-  if (owned == 0)
-    return 0;
-  now = read_cycles(S, &cpu);
-  if (window_due(S, now))
-    window_cut(S, now, cpu);
+      bits |= 1u << i;
+  return bits;
+}
+
+static void acquire (pm_State *S, const pm_Set *s, uint32_t owned, uint64_t now,
+                     uint32_t cpu) {
+  int i;
   for (i = 0; i < s->n; i++)
     if (owned & (1u << i)) {
       start(S, s->g[i], now, cpu);
       s->g[i]->recent_ticks += HAS(S, PM_PROBE_TICKS);
     }
+}
+
+/* Stops the stopwatches a frame started in iteration iter, unless a nested
+** loop or an event boundary cancelled them since. */
+static void release (pm_State *S, const pm_Set *s, uint32_t owned,
+                     uint64_t iter, uint64_t now, uint32_t cpu) {
+  int i;
+  if (iter != S->iter)
+    return;
+  for (i = 0; i < s->n; i++)
+    if ((owned & (1u << i)) && s->g[i]->owner_iter == iter) {
+      charge(S, s->g[i], now, cpu);
+      s->g[i]->owner_iter = 0;
+    }
+}
+
+/* Reads the clock for a group change, ending the window when it is due. */
+static uint64_t change (pm_State *S, uint32_t *cpu) {
+  uint64_t now = read_cycles(S, cpu);
+  if (window_due(S, now))
+    window_cut(S, now, *cpu);
+  return now;
+}
+
+uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s) {
+  uint32_t owned = stopped(S, s), cpu;
+  uint64_t now;
+  if (owned != 0) {
+    now = change(S, &cpu);
+    acquire(S, s, owned, now, cpu);
+  }
   return owned;
 }
 
@@ -272,17 +326,37 @@ void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
                     uint64_t iter) {
   uint32_t cpu;
   uint64_t now;
-  int i;
-  if (iter != S->iter)
-    return; /* cancelled: a nested loop or an event boundary came between */
-  now = read_cycles(S, &cpu);
-  if (window_due(S, now))
-    window_cut(S, now, cpu);
-  for (i = 0; i < s->n; i++)
-    if ((owned & (1u << i)) && s->g[i]->owner_iter == iter) {
-      charge(S, s->g[i], now, cpu);
-      s->g[i]->owner_iter = 0;
-    }
+  if (iter == S->iter) {
+    now = change(S, &cpu);
+    release(S, s, owned, iter, now, cpu);
+  }
+}
+
+uint64_t pm_sw_enter (pm_State *S, const pm_Set *s) {
+  uint32_t owned = stopped(S, s), cpu;
+  uint64_t now = change(S, &cpu);
+  self_charge(S, now, cpu);
+  S->self_set = s;
+  acquire(S, s, owned, now, cpu);
+  return PM_SW_SELF | owned;
+}
+
+void pm_sw_leave (pm_State *S, const pm_Set *s, uint64_t owned, uint64_t iter,
+                  const pm_Set *below) {
+  uint32_t cpu;
+  uint64_t now = change(S, &cpu);
+  if (owned & PM_SW_SELF) {
+    self_charge(S, now, cpu);
+    S->self_set = below;
+  }
+  release(S, s, (uint32_t)owned, iter, now, cpu);
+}
+
+void pm_sw_self (pm_State *S, const pm_Set *s) {
+  uint32_t cpu;
+  uint64_t now = change(S, &cpu);
+  self_charge(S, now, cpu);
+  S->self_set = s;
 }
 
 /* }====================================================== */
@@ -301,24 +375,37 @@ enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT };
 ** an estimate at the last window's rate, capped at the wall time: that part
 ** is short, so the estimate only ever decides that it is short. */
 
-/* Counts an event that took cpu_us: its count and sum make the buckets of
-** durations a histogram with a total (OpenMetrics' _count and _sum). */
-static void histogram (pm_Stats *st, double cpu_us) {
-  double ms = cpu_us / 1000.0, bound = 1.0;
+/* Counts an event that took cpu_us (self_us of it in the innermost
+** frame): the counts and sums make the buckets of durations and
+** self_durations histograms with a total (OpenMetrics' _count and _sum). */
+static void histogram (pm_Stats *st, double cpu_us, double self_us) {
+  double bound = 1000.0;
   int k;
   st->events++;
   st->event_us += cpu_us;
-  for (k = 0; k < PM_DURATIONS && ms >= bound; k++, bound *= 2)
+  st->self_event_us += self_us;
+  for (k = 0; k < PM_DURATIONS && cpu_us >= bound; k++, bound *= 2) {
     st->durations[k]++;
+    st->self_durations[k] += self_us >= bound;
+  }
+}
+
+/* The CPU time of meter m in the period ending: what the windows closed in
+** it gave, and its cycles in the window still open at per_cycle. */
+static double period_us (pm_Meter *m, double per_cycle) {
+  return m->period_time.cpu_us + (double)m->open_cycles * per_cycle;
 }
 
 /* What a group did in the period ending: ticks, blocking time, and for an
-** event it ran in its histogram entry; for any event the watcher's check.  cpu_us: its CPU
-** time in the period.  In a quiet region (listeners run) it is dropped. */
-static void commit_group (pm_State *S, pm_Group *g, double cpu_us,
+** event it ran in its histogram entry; for any event the watcher's check.
+** In a quiet region (listeners run) it is dropped. */
+static void commit_group (pm_State *S, pm_Group *g, double per_cycle,
                           int is_event) {
-  credit(&g->total, &g->period_time, 1);
-  g->period_time = none;
+  double cpu_us = period_us(&g->all, per_cycle);
+  double self_us = period_us(&g->self, per_cycle);
+  credit(&g->total.cpu, &g->all.period_time, 1);
+  credit(&g->total.self, &g->self.period_time, 1);
+  g->all.period_time = g->self.period_time = none;
   if (!S->quiet) {
     g->total.blocking_us += g->recent_blocking;
     g->total.ticks += g->recent_ticks;
@@ -326,15 +413,16 @@ static void commit_group (pm_State *S, pm_Group *g, double cpu_us,
       /* an event it ran in: a group only restarted at the boundary, or
       ** not measured (no jank probe), has no cycles in it */
       if (g->recent_cycles > 0)
-        histogram(&g->total, cpu_us);
+        histogram(&g->total, cpu_us, self_us);
       if (S->watching)
-        pm_alert_check(S, g, cpu_us, g->recent_blocking);
+        pm_alert_check(S, g, cpu_us, self_us, g->recent_blocking);
     }
   }
   g->recent_cycles = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
-  g->open_cycles = 0; /* they stay in the window, for the totals */
+  /* the cycles stay in the window, for the totals */
+  g->all.open_cycles = g->self.open_cycles = 0;
 }
 
 /* Ends the current period.  Stopwatches still running are split at this
@@ -350,6 +438,7 @@ static void commit (pm_State *S, int kind) {
   for (g = S->touched; g != NULL; g = g->next_touched)
     if (g->owner_iter == S->iter)
       charge(S, g, now, cpu);
+  self_charge(S, now, cpu);
   if (kind == COMMIT_EXACT || !window_young(S, now))
     window_close(S, now);
   per_cycle = S->cpu_per_cycle;
@@ -361,20 +450,21 @@ static void commit (pm_State *S, int kind) {
              : cycles;
   if (open == UINT64_MAX)
     open = 0;
-  if (is_event && HAS(S, PM_PROBE_JANK) && cycles != UINT64_MAX)
-    histogram(&S->process, S->period_time.cpu_us + (double)open * per_cycle);
+  if (is_event && HAS(S, PM_PROBE_JANK) && cycles != UINT64_MAX) {
+    double cpu_us = S->period_time.cpu_us + (double)open * per_cycle;
+    histogram(&S->process, cpu_us, cpu_us); /* all of it is the process's */
+  }
   if (is_event && HAS(S, PM_PROBE_TICKS))
     S->process.ticks++; /* the process is entered once per event */
   g = S->touched;
   S->touched = NULL;
   S->period++;
-  credit(&S->process, &S->period_time, 1);
+  credit(&S->process.cpu, &S->period_time, 1);
+  credit(&S->process.self, &S->period_time, 1);
   S->period_time = none;
   for (; g != NULL; g = next) { /* a running stopwatch joins the new list */
     next = g->next_touched;
-    commit_group(S, g,
-                 g->period_time.cpu_us + (double)g->open_cycles * per_cycle,
-                 is_event);
+    commit_group(S, g, per_cycle, is_event);
     if (g->owner_iter == S->iter)
       start(S, g, now, cpu);
   }
@@ -386,8 +476,11 @@ static void commit (pm_State *S, int kind) {
 ** the counter's rate. */
 static void restart (pm_State *S) {
   uint32_t cpu;
-  S->period_cycles = S->window_cycles = S->rate_cycles = read_cycles(S, &cpu);
-  S->period_blocked = S->window_blocked = blocked_at(S, S->period_cycles);
+  S->period_cycles = S->window_cycles = S->rate_cycles = S->self_cycles =
+      read_cycles(S, &cpu);
+  S->self_cpu = cpu;
+  S->period_blocked = S->window_blocked = S->self_blocked =
+      blocked_at(S, S->period_cycles);
   pm_cputime(&S->window_time);
   S->window_thread = pm_os_thread();
   S->rate_wall = pm_wall_us();
@@ -400,6 +493,7 @@ void pm_sw_start (pm_State *S) {
   S->iter++;
   S->touched = NULL;
   S->windowed = NULL;
+  S->self_set = NULL;
   restart(S);
 }
 

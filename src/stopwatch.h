@@ -29,6 +29,18 @@ uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s);
 void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
                     uint64_t iter);
 
+/* Self time runs for the innermost frame's set.  A call into another set
+** enters it: its stopwatches start, and it becomes the innermost set;
+** returns what the frame owns, PM_SW_SELF and the acquired bits.  Its
+** return leaves it: the set below (that of the frame under it) becomes
+** the innermost again.  A coroutine switch says which set is innermost
+** with pm_sw_self (NULL: none, while stopwatches stop and start). */
+#define PM_SW_SELF ((uint64_t)1 << 32)
+uint64_t pm_sw_enter (pm_State *S, const pm_Set *s);
+void pm_sw_leave (pm_State *S, const pm_Set *s, uint64_t owned, uint64_t iter,
+                  const pm_Set *below);
+void pm_sw_self (pm_State *S, const pm_Set *s);
+
 void pm_sw_start (pm_State *S); /* monitoring begins */
 void pm_sw_stop (pm_State *S); /* monitoring ends: commit what is pending */
 void pm_sw_snapshot (pm_State *S);

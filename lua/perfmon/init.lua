@@ -13,8 +13,10 @@ local PROBE_LIST = {} -- "jank, blocking, ticks, chunks", in bit order
 for name in pairs(PROBES) do PROBE_LIST[#PROBE_LIST + 1] = name end
 table.sort(PROBE_LIST, function(a, b) return PROBES[a] < PROBES[b] end)
 PROBE_LIST = table.concat(PROBE_LIST, ", ")
-local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks",
-                      "events", "event_us" }
+local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "self_user_us",
+  "self_system_us", "self_us", "blocking_us", "ticks", "events", "event_us",
+  "self_event_us" }
+local HISTOGRAMS = { "durations", "self_durations" }
 
 local args = require("perfmon.args")
 local arg_error = args.error
@@ -135,13 +137,15 @@ local function stats_minus(new, old)
   local d = {
     id = new.id, name = new.name, kind = new.kind,
     memberships = table.move(new.memberships, 1, #new.memberships, 1, {}),
-    durations = {},
   }
   for _, f in ipairs(STAT_FIELDS) do
     d[f] = new[f] - (old and old[f] or 0)
   end
-  for k = 1, #new.durations do
-    d.durations[k] = new.durations[k] - (old and old.durations[k] or 0)
+  for _, h in ipairs(HISTOGRAMS) do
+    d[h] = {}
+    for k = 1, #new[h] do
+      d[h][k] = new[h][k] - (old and old[h][k] or 0)
+    end
   end
   d.longest = longest(d.durations)
   return d
@@ -284,7 +288,9 @@ local function json_stats(st)
   local j = {}
   for k, v in pairs(st) do j[k] = v end
   j.memberships = text.array(table.move(st.memberships, 1, #st.memberships, 1, {}))
-  j.durations = text.array(table.move(st.durations, 1, #st.durations, 1, {}))
+  for _, h in ipairs(HISTOGRAMS) do
+    j[h] = text.array(table.move(st[h], 1, #st[h], 1, {}))
+  end
   return j
 end
 

@@ -5,7 +5,9 @@
 -- (alerts alerts within alerts_window_ms) or when it keeps the CPU busy
 -- without ever janking (cpu_percent of the wall time over cpu_window_ms,
 -- in many short events).  A plugin is warned about at most once per
--- window, and never when its name is on the ignore list.
+-- window, and never when its name is on the ignore list.  Both are judged
+-- on self time by default: a dispatcher that calls a slow plugin spends
+-- the plugin's time inclusive of its own, but it is the plugin that is slow.
 
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
@@ -20,6 +22,7 @@ local DEFAULTS = {
   cpu_percent = 50, -- half a core for 10 s, with no jank: a busy loop
   cpu_window_ms = 10000,
   kind = "plugin", -- the kind of groups watched; "*" for all
+  time = "self", -- or "inclusive": what counts as a plugin's time
 }
 local SAMPLES_PER_WINDOW = 10 -- CPU samples taken per cpu_window_ms
 
@@ -73,6 +76,10 @@ local function check_options(opts)
       arg_error(("'%s' must be %s, got %s"):format(k, check[1], tostring(v)))
     end
   end
+  if opts.time ~= nil and opts.time ~= "self" and opts.time ~= "inclusive" then
+    arg_error(("'time' must be \"self\" or \"inclusive\", got %s"):format(
+      type(opts.time) == "string" and ("%q"):format(opts.time) or type(opts.time)))
+  end
   if opts.kind ~= nil and (type(opts.kind) ~= "string" or opts.kind == "") then
     arg_error("'kind' must be a group kind or \"*\", got "
       .. (opts.kind == "" and "an empty string" or type(opts.kind)))
@@ -98,7 +105,7 @@ end
 
 --- Starts watching.  opts: on_warning (required: called with each
 -- warning), alerts, alerts_window_ms, cpu_percent, cpu_window_ms, kind,
--- ignore (a list of group names).
+-- time, ignore (a list of group names).
 function PluginWatcher.new(opts)
   check_options(opts)
   local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
@@ -132,19 +139,24 @@ end
 function PluginWatcher:_alerts(batch)
   local now = core.wall_us()
   local window = self.alerts_window_ms * 1000
+  local on_self = self.time == "self"
   for _, alert in ipairs(batch) do
     local src, d = alert.source, alert.details
-    if self:_watched(src) then
+    -- on self time, a jank alert counts the events that janked on the
+    -- group's own time: none for a caller of the janky code
+    local events = on_self and d.reason == "jank" and d.self_count or d.count
+    if self:_watched(src) and events > 0 then
       local seen = self.alert_times[src.id] or {} -- { {at = µs, n = events} }
       self.alert_times[src.id] = seen
-      seen[#seen + 1] = { at = now, n = d.count }
+      seen[#seen + 1] = { at = now, n = events }
       while now - seen[1].at > window do table.remove(seen, 1) end
       local n = 0
       for _, s in ipairs(seen) do n = n + s.n end
       if n >= self.alerts then
         local what = d.reason == "jank"
           and ("janked %d times (up to %.0f ms%s)"):format(n,
-            d.highest_jank_us / 1000, d.visible and ", visibly" or "")
+            (on_self and d.highest_self_us or d.highest_jank_us) / 1000,
+            d.visible and ", visibly" or "")
           or ("blocked %d times (up to %.0f ms)"):format(n, d.highest_blocking_us / 1000)
         self:_warn(src, now, self.alerts_window_ms, {
           reason = "alerts", alerts = n, details = d,
@@ -174,7 +186,8 @@ function PluginWatcher:poll()
   local wall = now - base.time
   for id, st in pairs(snap.groups) do
     local old = base.snap.groups[id]
-    local used = st.cpu_us - (old and old.cpu_us or 0)
+    local field = self.time == "self" and "self_us" or "cpu_us"
+    local used = st[field] - (old and old[field] or 0)
     local percent = 100 * used / wall
     if percent >= self.cpu_percent and self:_watched(st) then
       local source = { id = st.id, name = st.name, kind = st.kind, memberships = st.memberships }

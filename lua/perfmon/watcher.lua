@@ -94,9 +94,11 @@ local function merge(alert)
   local d, n = old.details, alert.details
   d.highest_jank_us = math.max(d.highest_jank_us, n.highest_jank_us)
   d.highest_blocking_us = math.max(d.highest_blocking_us, n.highest_blocking_us)
+  d.highest_self_us = math.max(d.highest_self_us, n.highest_self_us)
   d.visible = d.visible or n.visible
   d.time_us = n.time_us
   d.count = d.count + n.count
+  d.self_count = d.self_count + n.self_count
 end
 
 local function copy(list)
