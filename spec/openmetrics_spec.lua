@@ -106,8 +106,9 @@ describe("perfmon.openmetrics", function()
     local r = parse(perfmon.openmetrics(snap))
     -- OpenMetrics metadata: TYPE, UNIT (suffix of the name), HELP
     local want = {
-      cpu_seconds = "counter", blocking_seconds = "counter", ticks = "counter",
-      events = "counter", event_cpu_seconds = "histogram",
+      cpu_seconds = "counter", self_cpu_seconds = "counter", blocking_seconds = "counter",
+      ticks = "counter", events = "counter", event_cpu_seconds = "histogram",
+      event_self_cpu_seconds = "histogram",
     }
     for base, mtype in pairs(want) do
       for _, fam in ipairs{ "perfmon_" .. base, "perfmon_process_" .. base } do
@@ -118,7 +119,7 @@ describe("perfmon.openmetrics", function()
         if fam:match("_seconds$") then assert.equals("seconds", f.UNIT) end
       end
     end
-    assert.equals(10, #r.order)
+    assert.equals(14, #r.order)
     for _, g in ipairs{ janky, cheap, idle } do
       local st = snap.groups[g.id]
       local l = { name = g.name, id = tostring(g.id), kind = g.kind }
@@ -129,6 +130,11 @@ describe("perfmon.openmetrics", function()
       end
       assert.equals(st.user_us / 1e6, v("perfmon_cpu_seconds_total", { mode = "user" }))
       assert.equals(st.system_us / 1e6, v("perfmon_cpu_seconds_total", { mode = "system" }))
+      assert.equals(st.self_user_us / 1e6, v("perfmon_self_cpu_seconds_total", { mode = "user" }))
+      assert.equals(st.self_system_us / 1e6,
+        v("perfmon_self_cpu_seconds_total", { mode = "system" }))
+      assert.equals(st.self_event_us / 1e6, v("perfmon_event_self_cpu_seconds_sum"))
+      assert.equals(st.events, v("perfmon_event_self_cpu_seconds_count"))
       assert.equals(st.blocking_us / 1e6, v("perfmon_blocking_seconds_total"))
       assert.equals(st.ticks, v("perfmon_ticks_total"))
       assert.equals(st.events, v("perfmon_events_total"))

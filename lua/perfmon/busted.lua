@@ -66,10 +66,11 @@ local function add_groups(into, d)
     if st.cpu_us > 0 then
       local g = into[st.id]
       if not g then
-        g = { name = st.name, kind = st.kind, cpu_us = 0 }
+        g = { name = st.name, kind = st.kind, cpu_us = 0, self_us = 0 }
         into[st.id] = g
       end
       g.cpu_us = g.cpu_us + st.cpu_us
+      g.self_us = g.self_us + st.self_us
     end
   end
 end
@@ -150,29 +151,24 @@ end
 
 local function ms(us) return ("%.1f"):format(us / 1000) end
 
--- The group that spent the most of d, preferring modules and groups of the
--- program over spec files: times are inclusive, so the spec file that
--- called a module is charged as much as the module.
+-- The group that spent the most of d itself (self time: the spec file
+-- that called a module is charged the module's time only inclusively).
 local function top_group(groups)
   local best
   for _, g in pairs(groups) do
-    local rank = g.kind == "spec" and 0 or 1
-    if g.cpu_us > 0 and (not best or rank > best.rank
-        or (rank == best.rank and g.cpu_us > best.g.cpu_us)) then
-      best = { g = g, rank = rank }
-    end
+    if g.self_us > 0 and (not best or g.self_us > best.self_us) then best = g end
   end
-  return best and best.g
+  return best
 end
 
 local function describe_top(groups)
   local g = top_group(groups)
   if not g then return "no group spent it (the time was spent outside every group)" end
-  return ("%s '%s' spent %s ms"):format(g.kind, g.name, ms(g.cpu_us))
+  return ("%s '%s' spent %s ms itself"):format(g.kind, g.name, ms(g.self_us))
 end
 
 --- Runs fn as one perfmon event; returns its CPU µs and the groups that
--- spent it ({ [id] = {name, kind, cpu_us} }).
+-- spent it ({ [id] = {name, kind, cpu_us, self_us} }).
 function M.measure(fn)
   suspend()
   local _ <close> = RESUME
@@ -334,7 +330,7 @@ end
 local function json_groups(groups)
   local out = text.array()
   for _, g in ipairs(group_list(groups)) do
-    out[#out + 1] = { name = g.name, kind = g.kind, cpu_us = g.cpu_us }
+    out[#out + 1] = { name = g.name, kind = g.kind, cpu_us = g.cpu_us, self_us = g.self_us }
   end
   return out
 end
@@ -456,10 +452,11 @@ local function new_handler(options)
       say("%9s  %-8s %s%s", ms(t.cpu_us), t.status, t.name,
         t.top and (" [" .. t.top .. "]") or "")
     end
-    say("perfmon: CPU ms per module over the run (inclusive: a module's calls into others count in it; self time does not exist yet)")
+    say("perfmon: CPU ms per module over the run (self: its own code; inclusive: with what it calls)")
+    say("%9s  %9s", "self", "inclusive")
     for _, g in ipairs(run.modules) do
       local st = d.groups[g.id]
-      say("%9s  %s", ms(st and st.cpu_us or 0), g.name)
+      say("%9s  %9s  %s", ms(st and st.self_us or 0), ms(st and st.cpu_us or 0), g.name)
     end
     local janked = {}
     for _, t in ipairs(tests) do if t.jank then janked[#janked + 1] = t end end
@@ -486,10 +483,11 @@ local function new_handler(options)
       end
       for _, g in ipairs(run.modules) do
         local st = d.groups[g.id]
-        jm[#jm + 1] = { name = g.name, cpu_us = st and st.cpu_us or 0 }
+        jm[#jm + 1] = { name = g.name, cpu_us = st and st.cpu_us or 0,
+          self_us = st and st.self_us or 0 }
       end
       local f = assert(io.open(opts.json, "w"))
-      f:write(text.json{ tests = jt, files = jf, modules = jm, inclusive = true,
+      f:write(text.json{ tests = jt, files = jf, modules = jm,
         budget_us = opts.budget_us, jank_us = JANK_US, cpu_us = d.process.cpu_us }, "\n")
       f:close()
     end

@@ -113,16 +113,19 @@ local function check_options(opts)
   return check_prefix(opts.prefix), check_labels(opts.labels)
 end
 
-local STATS = { "user_us", "system_us", "blocking_us", "ticks", "events", "event_us" }
+local STATS = { "user_us", "system_us", "self_user_us", "self_system_us",
+  "blocking_us", "ticks", "events", "event_us", "self_event_us" }
 
 -- Whether st holds the numbers a stats record of a snapshot holds.
 local function is_stats(st)
-  if type(st) ~= "table" or type(st.durations) ~= "table" then return false end
+  if type(st) ~= "table" or type(st.durations) ~= "table"
+    or type(st.self_durations) ~= "table" then return false end
   for _, f in ipairs(STATS) do
     if math.type(st[f]) ~= "integer" then return false end
   end
   for k = 1, 10 do
-    if math.type(st.durations[k]) ~= "integer" then return false end
+    if math.type(st.durations[k]) ~= "integer"
+      or math.type(st.self_durations[k]) ~= "integer" then return false end
   end
   return true
 end
@@ -146,18 +149,45 @@ end
 -- Families
 ----------------------------------------------------------------------------
 
+-- A CPU time counter by mode, from the stats fields <field>user_us and
+-- <field>system_us.
+local function by_mode(field)
+  return function(out, name, labels, st)
+    out[#out + 1] = ("%s_total{%s} %s\n"):format(
+      name, with(labels, 'mode="user"'), seconds(st[field .. "user_us"]))
+    out[#out + 1] = ("%s_total{%s} %s\n"):format(
+      name, with(labels, 'mode="system"'), seconds(st[field .. "system_us"]))
+  end
+end
+
+-- A histogram of CPU time per event from the stats' buckets (durations or
+-- self_durations) and sum (event_us or self_event_us).
+local function per_event(buckets, sum)
+  return function(out, name, labels, st)
+    -- buckets[k] counts the events of 2^(k-1) ms or more; the rest are
+    -- under that bound
+    for k = 1, 10 do
+      out[#out + 1] = ("%s_bucket{%s} %s\n"):format(
+        name, with(labels, ('le="%s"'):format(BOUNDS[k])),
+        count(st.events - st[buckets][k]))
+    end
+    out[#out + 1] = ("%s_bucket{%s} %s\n"):format(
+      name, with(labels, 'le="+Inf"'), count(st.events))
+    out[#out + 1] = ("%s_count{%s} %s\n"):format(name, labels, count(st.events))
+    out[#out + 1] = ("%s_sum{%s} %s\n"):format(name, labels, seconds(st[sum]))
+  end
+end
+
 -- The families, in order: name (after the prefix and "process_"), type,
 -- unit, help, and write(out, family name, labels, stats), which adds the
 -- samples of one series.
 local FAMILIES = {
   { "cpu_seconds", "counter", "seconds",
     "CPU time charged, by mode (user, system): their sum is the CPU time",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(
-        name, with(labels, 'mode="user"'), seconds(st.user_us))
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(
-        name, with(labels, 'mode="system"'), seconds(st.system_us))
-    end },
+    by_mode("") },
+  { "self_cpu_seconds", "counter", "seconds",
+    "CPU time in the innermost frame (self time), by mode (user, system)",
+    by_mode("self_") },
   { "blocking_seconds", "counter", "seconds",
     "Wall time spent in declared blocking calls",
     function(out, name, labels, st)
@@ -175,19 +205,10 @@ local FAMILIES = {
     end },
   { "event_cpu_seconds", "histogram", "seconds",
     "CPU time in each event run in (the jank histogram)",
-    function(out, name, labels, st)
-      -- durations[k] counts the events of 2^(k-1) ms or more; the rest are
-      -- under that bound
-      for k = 1, 10 do
-        out[#out + 1] = ("%s_bucket{%s} %s\n"):format(
-          name, with(labels, ('le="%s"'):format(BOUNDS[k])),
-          count(st.events - st.durations[k]))
-      end
-      out[#out + 1] = ("%s_bucket{%s} %s\n"):format(
-        name, with(labels, 'le="+Inf"'), count(st.events))
-      out[#out + 1] = ("%s_count{%s} %s\n"):format(name, labels, count(st.events))
-      out[#out + 1] = ("%s_sum{%s} %s\n"):format(name, labels, seconds(st.event_us))
-    end },
+    per_event("durations", "event_us") },
+  { "event_self_cpu_seconds", "histogram", "seconds",
+    "Self time in each event run in",
+    per_event("self_durations", "self_event_us") },
 }
 
 local function write_family(out, family, name, series)
@@ -200,9 +221,10 @@ end
 
 --- The snapshot snap as an OpenMetrics text exposition (ending "# EOF\n"):
 -- per group, with labels name, kind, id and opts.labels, the families
--- <prefix>cpu_seconds (counter, mode = user | system), blocking_seconds,
--- ticks, events (counters) and event_cpu_seconds (histogram); the same for
--- the process as <prefix>process_*.  opts.prefix: "perfmon_" by default.
+-- <prefix>cpu_seconds and self_cpu_seconds (counters, mode = user |
+-- system), blocking_seconds, ticks, events (counters), event_cpu_seconds
+-- and event_self_cpu_seconds (histograms); the same for the process as
+-- <prefix>process_*.  opts.prefix: "perfmon_" by default.
 function openmetrics.encode(snap, opts)
   check_snapshot(snap)
   local prefix, extra = check_options(opts)
