@@ -713,6 +713,40 @@ describe("perfmon stopwatch", function()
       assert_near(cpu(d, A), 20 * MS, "A (its 10 before the nested loop + 10, not B's 30)")
       assert_near(d.process.cpu_us, elapsed, "process")
     end)
+
+    it("lets a coroutine suspended inside a nested loop take it along", function()
+      local B, b = plugin("B", [[
+        local M = {}
+        function M.run(ms) spin(ms) end
+        return M]])
+      local A, a = plugin("A", [[
+        local M = {}
+        function M.run(ms) spin(ms) end
+        return M]])
+      local co = coroutine.wrap(function()
+        perfmon.nested_loop(function()
+          perfmon.event(function() b.run(10) end)
+          coroutine.yield()
+          perfmon.event(function() b.run(10) end)
+        end)
+        return "left"
+      end)
+      local mon <close> = monitor()
+      local d = measure(mon, function()
+        -- the host's event resumes the coroutine, which yields back from
+        -- inside its nested loop: the host's loop is the current one again
+        perfmon.event(function() co() a.run(5) end)
+        perfmon.event(function() a.run(15) end)
+        -- resumed, the coroutine is back in its nested loop, and leaves it
+        perfmon.event(function() assert.are.equal("left", co()) end)
+        perfmon.event(function() a.run(5) end)
+      end)
+      assert_near(cpu(d, B), 20 * MS, "B (its two events inside the nested loop)")
+      assert_near(cpu(d, A), 25 * MS, "A (the host's events)")
+      -- every loop is left: no event is open, no nested loop either
+      assert.has_error(perfmon.event_end)
+      assert.has_error(require("perfmon.loader").nested_leave)
+    end)
   end)
 
   ---------------------------------------------------------------------------

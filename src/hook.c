@@ -179,6 +179,7 @@ static int is_resumer (lua_State *L) {
 
 /* A thread that yielded keeps its frames; one that ended has none. */
 static void thread_stop (pm_Thread *t) {
+  t->loop_events = pm_sw_nested_pause(t->S, t->loops);
   pm_sw_blocking_pause(t->S, t->blocking);
   stop_frames(t, lua_status(t->L) == LUA_YIELD);
   t->active = 0;
@@ -187,6 +188,8 @@ static void thread_stop (pm_Thread *t) {
 static void thread_run (pm_Thread *t) {
   const pm_Set *parent = t->S->empty;
   int i;
+  if (!pm_sw_nested_resume(t->S, t->loops, t->loop_events))
+    t->loops = 0; /* too deep to come back: dropped */
   pm_sw_blocking_resume(t->S, t->blocking);
   for (i = 0; i < t->n; i++) {
     pm_Frame *fr = &t->f[i];
@@ -209,6 +212,20 @@ int pm_hook_blocking_end (pm_State *S) {
   int rc = pm_sw_blocking_end(S);
   if (rc == PERFMON_OK && S->current != NULL && S->current->blocking > 0)
     S->current->blocking--;
+  return rc;
+}
+
+int pm_hook_nested_enter (pm_State *S) {
+  int rc = pm_sw_nested_enter(S);
+  if (rc == PERFMON_OK && S->monitors > 0 && S->current != NULL)
+    S->current->loops++;
+  return rc;
+}
+
+int pm_hook_nested_leave (pm_State *S) {
+  int rc = pm_sw_nested_leave(S);
+  if (rc == PERFMON_OK && S->current != NULL && S->current->loops > 0)
+    S->current->loops--;
   return rc;
 }
 
@@ -718,8 +735,10 @@ static int drop_thread (uintptr_t v, void *arg) {
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
-  if (!t->active)
+  if (!t->active) {
     pm_sw_blocking_orphan(t->S, t->blocking);
+    pm_sw_nested_orphan(t->S, t->loops);
+  }
   unhook(t->S, t->L, t);
   thread_free(t);
   return 1;

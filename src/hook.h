@@ -36,6 +36,8 @@ struct pm_Thread {
   int active; /* its frames' stopwatches may be running */
   int seeded; /* the frames on its stack when first seen are pushed */
   int blocking; /* blocking calls begun in it and not ended */
+  int loops; /* nested loops entered in it and not left */
+  uint64_t loop_events; /* while suspended: pm_sw_nested_pause's bits */
   lua_Hook chain; /* a program's hook that perfmon's calls, or NULL */
   int chain_mask, chain_count; /* the events it asked for */
 };
@@ -54,10 +56,14 @@ void pm_hook_settle (lua_State *L, pm_State *S);
 ** thread, L and every thread perfmon knows. */
 int pm_hook_lost (lua_State *L, pm_State *S);
 
-/* pm_sw_blocking_begin and _end for the thread that runs, which keeps its
-** own count of them (settled first: pm_hook_settle). */
+/* pm_sw_blocking_begin and _end, pm_sw_nested_enter and _leave for the
+** thread that runs, which keeps its own count of them (settled first:
+** pm_hook_settle), so that a coroutine suspended inside one takes it
+** along. */
 int pm_hook_blocking_begin (pm_State *S);
 int pm_hook_blocking_end (pm_State *S);
+int pm_hook_nested_enter (pm_State *S);
+int pm_hook_nested_leave (pm_State *S);
 
 /* Whether co's hook is perfmon's own (a monitor's or the profiler's), or
 ** another (a debugger's, a coverage tool's). */

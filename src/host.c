@@ -38,11 +38,11 @@ int perfmon_event_end (lua_State *L) {
 }
 
 int perfmon_nested_enter (lua_State *L) {
-  return with_state(L, pm_sw_nested_enter);
+  return with_state(L, pm_hook_nested_enter);
 }
 
 int perfmon_nested_leave (lua_State *L) {
-  return with_state(L, pm_sw_nested_leave);
+  return with_state(L, pm_hook_nested_leave);
 }
 
 int perfmon_blocking_begin (lua_State *L) {

@@ -363,11 +363,12 @@ static int l_event_end (lua_State *L) {
 }
 
 static int l_nested_enter (lua_State *L) {
-  return marker(L, pm_sw_nested_enter, "nested_enter: too many nested loops");
+  return marker(L, pm_hook_nested_enter, "nested_enter: too many nested loops");
 }
 
 static int l_nested_leave (lua_State *L) {
-  return marker(L, pm_sw_nested_leave, "nested_leave: no nested loop is open");
+  return marker(L, pm_hook_nested_leave,
+                "nested_leave: no nested loop is open");
 }
 
 static int l_blocking_begin (lua_State *L) {

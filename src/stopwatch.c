@@ -580,11 +580,48 @@ int pm_sw_nested_enter (pm_State *S) {
 
 /* An event left open inside the nested loop ends with it. */
 int pm_sw_nested_leave (pm_State *S) {
-  if (S->loop == 0)
-    return PERFMON_EMISUSE;
+  if (S->loop == 0) {
+    if (S->loop_orphans == 0)
+      return PERFMON_EMISUSE;
+    S->loop_orphans--;
+    return PERFMON_OK;
+  }
   mark(S, S->in_event[S->loop] ? COMMIT_EVENT : COMMIT_GAP);
   S->in_event[S->loop--] = 0;
   return PERFMON_OK;
+}
+
+/* A switch of loop level ends the stretch of the level left, as entering
+** and leaving a nested loop do: an event open there counts what ran up to
+** now, and it goes on when the level comes back. */
+uint64_t pm_sw_nested_pause (pm_State *S, int n) {
+  uint64_t events = 0;
+  int i;
+  if (n <= 0 || n > S->loop)
+    return 0;
+  mark(S, S->in_event[S->loop] ? COMMIT_EVENT : COMMIT_GAP);
+  for (i = 0; i < n; i++, S->loop--) {
+    events |= (uint64_t)S->in_event[S->loop] << i;
+    S->in_event[S->loop] = 0;
+  }
+  return events;
+}
+
+int pm_sw_nested_resume (pm_State *S, int n, uint64_t events) {
+  int i;
+  if (n <= 0)
+    return 1;
+  if (S->loop + n >= PM_MAX_LOOPS)
+    return 0;
+  mark(S, S->in_event[S->loop] ? COMMIT_EVENT : COMMIT_GAP);
+  for (i = n - 1; i >= 0; i--)
+    S->in_event[++S->loop] = (unsigned char)((events >> i) & 1);
+  return 1;
+}
+
+void pm_sw_nested_orphan (pm_State *S, int n) {
+  if (n > 0)
+    S->loop_orphans += n;
 }
 
 /* The thread starts waiting: from now its cycles are blocked. */

@@ -56,6 +56,14 @@ int pm_sw_nested_enter (pm_State *S);
 int pm_sw_nested_leave (pm_State *S);
 int pm_sw_blocking_begin (pm_State *S);
 int pm_sw_blocking_end (pm_State *S);
+/* A thread suspended inside the n innermost nested loops: they are set
+** aside while it is (the loop below runs events again), with whether each
+** had an event open (bit i: the i-th from the top); they come back when it
+** runs again (0 when there is no room: they are dropped).  n levels of a
+** thread that monitoring forgets may still be left (not a misuse). */
+uint64_t pm_sw_nested_pause (pm_State *S, int n);
+int pm_sw_nested_resume (pm_State *S, int n, uint64_t events);
+void pm_sw_nested_orphan (pm_State *S, int n);
 /* A thread suspended inside n blocking calls, which wait no more while it
 ** is (the code that runs meanwhile is not blocked); they go on when it
 ** runs again. */
