@@ -90,6 +90,60 @@ end)
   return dir
 end
 
+-- A function whose line events a coverage tool counts: the same source in
+-- the fixture's module and here, where no monitor runs, for the truth.
+local COUNTED = [[
+local function counted(n)
+  local s = 0
+  for i = 1, n do
+    if i % 3 == 0 then
+      s = s + i
+    end
+  end
+  return s
+end
+]]
+
+-- A second fixture: a coverage tool's line hook set before perfmon's
+-- monitor opens (as luacov's under busted --coverage, from a helper), and
+-- a spec whose test counts the module's lines under it; and a spec using
+-- the assertions with perfmon.busted as a helper only.
+local function coverage_fixture()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute(("mkdir -p %s/lua/burn %s/spec %s/helper"):format(
+    sh_quote(dir), sh_quote(dir), sh_quote(dir))))
+  write(dir .. "/lua/burn/init.lua", SPIN .. COUNTED
+    .. "return { spin = spin, truth = truth, counted = counted }\n")
+  write(dir .. "/cov.lua", [[
+COV = { lines = 0 }
+function COV.hook(event, line)
+  if debug.getinfo(2, "S").source:find("burn", 1, true) then COV.lines = COV.lines + 1 end
+end
+debug.sethook(COV.hook, "l")
+]])
+  write(dir .. "/spec/cov_spec.lua", SPIN .. [[
+local burn = require("burn")
+describe("coverage", function()
+  it("counts the module's lines", function()
+    assert(debug.gethook() == COV.hook, "the coverage hook is not what debug.gethook says")
+    local before = COV.lines
+    burn.counted(300)
+    truth("lines", (COV.lines - before) / 1e6)
+    truth("50", burn.spin(50))
+  end)
+end)
+]])
+  write(dir .. "/helper/assert_spec.lua", SPIN .. [[
+local burn = require("burn")
+describe("assertions", function()
+  it("passes under the limit", function() assert.cpu_under(500, function() burn.spin(5) end) end)
+  it("fails a janky function", function() assert.no_jank(function() burn.spin(80) end) end)
+end)
+]])
+  return dir
+end
+
 -- Runs busted -o perfmon.busted in dir with the -Xoutput options given;
 -- returns the exit code, stdout, stderr, the JSON report and the truth.
 local function run(dir, options, extra)
@@ -217,6 +271,56 @@ describe("perfmon.busted as an output handler", function()
     local listed = out:match("the (%d+) slowest tests")
     assert.are.equal("1", listed)
     assert.matches("fixture burns 50 ms [lua/burn/]", out, 1, true)
+  end)
+
+  it("charges tests the same in a shuffled order", function()
+    for _, seed in ipairs{ 7, 12345 } do
+      local code, _, err, report, truth = run(dir, { "--json=report.json" },
+        "--shuffle --seed=" .. seed)
+      assert.are.equal(1, code, err)
+      assert.are.equal(7, #report.tests)
+      local t50 = report.tests[1]
+      assert.are.equal("fixture burns 50 ms", t50.name)
+      near(truth["50"], t50.cpu_us, "the 50 ms test, seed " .. seed)
+      near(truth["5"], find(report.tests, "fixture burns 5 ms").cpu_us, "the 5 ms test, seed " .. seed)
+      local own_us = truth.setup + 6 * MS
+      local spec_us = group(report.files[1], "spec/fixture_spec.lua")
+      assert(spec_us >= own_us * 0.9, "the file's setup, seed " .. seed)
+    end
+  end)
+
+  it("keeps a coverage tool's line hook counting every line", function()
+    local cdir = coverage_fixture()
+    local code, out, err, report, truth = run(cdir, { "--json=report.json" },
+      "--helper=cov.lua")
+    os.execute("rm -rf " .. sh_quote(cdir))
+    assert.are.equal(0, code, (out or "") .. (err or ""))
+    -- the truth: the same lines, counted here with no monitor open
+    local counted = assert(load(COUNTED .. "return counted", "=lua/burn/init.lua"))()
+    local lines = 0
+    debug.sethook(function()
+      if debug.getinfo(2, "S").source:find("burn", 1, true) then lines = lines + 1 end
+    end, "l")
+    counted(300)
+    debug.sethook()
+    assert.are.equal(lines, truth.lines)
+    near(truth["50"], report.tests[1].cpu_us, "the test under the coverage hook")
+  end)
+
+  it("works as a helper only, for the assertions", function()
+    local cdir = coverage_fixture()
+    local cmd = ("cd %s && LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 /usr/bin/busted "
+      .. "-o utfTerminal --helper=perfmon.busted helper/assert_spec.lua 2>&1")
+      :format(sh_quote(cdir), sh_quote("./lua/?.lua;./lua/?/init.lua;" .. LPATH .. ";;"),
+        sh_quote(CPATH .. ";;"))
+    local p = assert(io.popen(cmd))
+    local out = p:read("a")
+    local _, _, code = p:close()
+    os.execute("rm -rf " .. sh_quote(cdir))
+    assert.are.equal(1, code, out)
+    assert.matches("1 success / 1 failure", out, 1, true)
+    assert.matches("Expected no jank (64.0 ms of CPU in one event), spent", out, 1, true)
+    assert.matches("module 'lua/burn/' spent", out, 1, true)
   end)
 
   it("refuses bad options with a clear error", function()

@@ -146,6 +146,49 @@ perfmon.event = function(fn, ...)
 end
 
 ----------------------------------------------------------------------------
+-- Modules: the code under test, grouped by path
+----------------------------------------------------------------------------
+
+-- The default module prefixes: src/ and each lua/<module>/ under the
+-- current directory.
+local function default_modules()
+  local pl_path, pl_dir = require("pl.path"), require("pl.dir")
+  local mods = {}
+  if pl_path.isdir("src") then mods[#mods + 1] = "src/" end
+  if pl_path.isdir("lua") then
+    local dirs = pl_dir.getdirectories("lua")
+    table.sort(dirs)
+    for _, d in ipairs(dirs) do
+      mods[#mods + 1] = "lua/" .. pl_path.basename(d) .. "/"
+    end
+  end
+  return mods
+end
+
+local modules -- the module groups, once made
+
+-- The groups of the code under test, one per prefix (kind "module"), made
+-- once: by the handler at the suite's start (with its --modules), or by
+-- the first assertion when perfmon.busted is a helper only (the defaults).
+local function module_groups(prefixes)
+  if modules then return modules end
+  modules = {}
+  local cwd = require("pl.path").currentdir()
+  for _, prefix in ipairs(prefixes or default_modules()) do
+    local g = perfmon.group{ name = prefix, kind = "module" }
+    modules[#modules + 1] = g
+    perfmon.attach_source(prefix, g)
+    if prefix:sub(1, 1) ~= "/" then
+      -- require finds a module as ./lua/x.lua or /abs/lua/x.lua as often
+      -- as lua/x.lua, by the search path that named it
+      perfmon.attach_source("./" .. prefix, g)
+      perfmon.attach_source(cwd .. "/" .. prefix, g)
+    end
+  end
+  return modules
+end
+
+----------------------------------------------------------------------------
 -- Assertions: assert.cpu_under(ms, fn), assert.no_jank(fn)
 ----------------------------------------------------------------------------
 
@@ -176,6 +219,7 @@ function M.measure(fn)
   -- that no monitor is open must not find this one
   local own <close> = not mon and perfmon.monitor{ "jank" } or nil
   local m = mon or own
+  module_groups()
   local before = m:snapshot()
   raw_event(fn)
   local d = m:snapshot():subtract(before)
@@ -275,22 +319,6 @@ function M.parse_options(list)
   return opts, rest
 end
 
--- The default module prefixes: src/ and each lua/<module>/ under the
--- current directory.
-local function default_modules()
-  local pl_path, pl_dir = require("pl.path"), require("pl.dir")
-  local mods = {}
-  if pl_path.isdir("src") then mods[#mods + 1] = "src/" end
-  if pl_path.isdir("lua") then
-    local dirs = pl_dir.getdirectories("lua")
-    table.sort(dirs)
-    for _, d in ipairs(dirs) do
-      mods[#mods + 1] = "lua/" .. pl_path.basename(d) .. "/"
-    end
-  end
-  return mods
-end
-
 ----------------------------------------------------------------------------
 -- The output handler
 ----------------------------------------------------------------------------
@@ -350,24 +378,9 @@ local function new_handler(options)
   local file_rec
   local start_snap
 
-  local function module_groups()
-    local cwd = require("pl.path").currentdir()
-    for _, prefix in ipairs(opts.modules or default_modules()) do
-      local g = perfmon.group{ name = prefix, kind = "module" }
-      run.modules[#run.modules + 1] = g
-      perfmon.attach_source(prefix, g)
-      if prefix:sub(1, 1) ~= "/" then
-        -- require finds a module as ./lua/x.lua or /abs/lua/x.lua as often
-        -- as lua/x.lua, by the search path that named it
-        perfmon.attach_source("./" .. prefix, g)
-        perfmon.attach_source(cwd .. "/" .. prefix, g)
-      end
-    end
-  end
-
   local function suite_start()
     monitor()
-    if #run.modules == 0 then module_groups() end
+    run.modules = module_groups(opts.modules)
     start_snap = mon:snapshot()
     return nil, true
   end
