@@ -304,7 +304,11 @@ describe("perfmon.busted as an output handler", function()
     counted(300)
     debug.sethook()
     assert.are.equal(lines, truth.lines)
-    near(truth["50"], report.tests[1].cpu_us, "the test under the coverage hook")
+    -- perfmon still measures: the test took at least its busy loop (and the
+    -- coverage hook's own time on every line besides)
+    local t = report.tests[1]
+    assert(t.cpu_us >= truth["50"] * 0.9, ("the test under the coverage hook: %.1f ms, its loop %.1f ms")
+      :format(t.cpu_us / MS, truth["50"] / MS))
   end)
 
   it("works as a helper only, for the assertions", function()
