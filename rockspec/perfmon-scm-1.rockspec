@@ -41,6 +41,7 @@ build = {
         "src/lprofiler.c",
         "src/map.c",
         "src/profiler.c",
+        "src/proto.c",
         "src/sampler.c",
         "src/state.c",
         "src/stopwatch.c",

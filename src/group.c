@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "proto.h"
 #include "state.h"
 
 /*
@@ -160,12 +161,52 @@ pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create) {
     pm_free(S, c, sizeof(*c));
     return NULL;
   }
+  c->refs = 1;
   return c;
 }
 
+typedef struct Tree {
+  pm_State *S;
+  pm_Chunk *c;
+} Tree;
+
+static int key_proto (const void *p, void *arg) {
+  Tree *t = arg;
+  if (!pm_map_put(&t->S->known, p, (uintptr_t)t->c | PM_CHUNK, t->S->falloc,
+                  t->S->fud))
+    return 0;
+  t->c->refs++;
+  return 1;
+}
+
+/* Each prototype is a key: the main function's may die long before the
+** functions it defined, and the record lives while any of them does. */
+pm_Chunk *pm_chunk_tree (pm_State *S, const void *root) {
+  Tree t;
+  t.S = S;
+  t.c = pm_alloc(S, sizeof(*t.c));
+  if (t.c == NULL)
+    return NULL;
+  memset(t.c, 0, sizeof(*t.c));
+  t.c->exact = 1;
+  if (!pm_proto_walk(root, key_proto, &t) && t.c->refs == 0) {
+    pm_free(S, t.c, sizeof(*t.c));
+    return NULL;
+  }
+  return t.c; /* out of memory midway: the keys made so far name it */
+}
+
 void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e) {
+  int replaced = 0;
   if (c->env == e || c->ambiguous)
     return;
+  if (c->exact && c->env != NULL) {
+    /* one load: its main function names the environment it was loaded
+       with, over what a function under `local _ENV = M` suggested */
+    pm_env_unref(S, c->env);
+    c->env = NULL;
+    replaced = 1;
+  }
   if (c->env == NULL) {
     c->env = e;
     e->refs++;
@@ -174,11 +215,13 @@ void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e) {
        name: their env-less functions cannot be told apart */
     c->ambiguous = 1;
   }
-  if (c->unresolved || c->ambiguous)
+  if (c->unresolved || c->ambiguous || replaced)
     pm_functions_forget(S);
 }
 
 void pm_chunk_forget (pm_State *S, pm_Chunk *c) {
+  if (--c->refs > 0)
+    return;
   if (c->env)
     pm_env_unref(S, c->env);
   pm_free(S, c, sizeof(*c));
@@ -344,6 +387,9 @@ pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
     memcpy(g, e->g, (size_t)e->n * sizeof(*g));
     n = e->n;
   }
+  if (c != NULL && c->exact && c->env != NULL && c->env != e)
+    for (i = 0; i < c->env->n; i++)
+      n = set_add(g, n, c->env->g[i]);
   if (c != NULL && (S->probes & PM_BIT(PM_PROBE_CHUNKS))) {
     if (c->group == NULL) {
       c->group = pm_group_new(S, chunkname, "chunk");

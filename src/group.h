@@ -104,6 +104,8 @@ typedef struct pm_Source {
 } pm_Source;
 
 typedef struct pm_Chunk {
+  int refs; /* keys naming it: its source, or every prototype of its tree */
+  int exact; /* named by its prototypes: one load of one chunk */
   pm_Env *env; /* the environment it was loaded with, or NULL */
   int ambiguous; /* the source is shared by chunks of different envs */
   int unresolved; /* env-less functions were resolved before env known */
@@ -120,6 +122,9 @@ void pm_env_unref (pm_State *S, pm_Env *e);
 void pm_env_forget (pm_State *S, pm_Env *e); /* its table was collected */
 
 pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create);
+/* The record of the chunk whose main function has prototype root, keyed by
+** every prototype of its tree (proto.h); NULL when memory ran out. */
+pm_Chunk *pm_chunk_tree (pm_State *S, const void *root);
 void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e);
 void pm_chunk_forget (pm_State *S, pm_Chunk *c);
 
@@ -128,7 +133,9 @@ void pm_chunk_forget (pm_State *S, pm_Chunk *c);
 int pm_source_attach (pm_State *S, const char *prefix, size_t len, pm_Group *g);
 int pm_source_detach (pm_State *S, const char *prefix, size_t len, pm_Group *g);
 
-/* The set of e's groups, the groups of the source prefixes that source
+/* The set of e's groups, those of c's environment when c is exact (a
+** function under `local _ENV = M`, or after _ENV was reassigned, stays in
+** its chunk's groups), the groups of the source prefixes that source
 ** (lua_Debug.source) begins with, and c's chunk group when chunks are
 ** probed, PM_SET_MAX at most; NULL when memory ran out. */
 pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,

@@ -9,6 +9,7 @@
 
 #include "frame.h"
 #include "perfmon.h"
+#include "proto.h"
 #include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
@@ -251,6 +252,23 @@ static void thread_switch (pm_Thread *t) {
 ** =======================================================
 */
 
+/* The chunk record of the Lua function f: by its prototype tree, made
+** from the chunk's main function (every prototype of the tree names it);
+** by its source name where the tree cannot be read, or for a function
+** whose chunk was not seen yet. */
+static pm_Chunk *chunk_of (pm_State *S, const void *f, const char *source,
+                           int is_main) {
+  if (S->proto_direct) {
+    const void *p = pm_proto_of(f);
+    uintptr_t v = pm_map_get(&S->known, p);
+    if (v != 0 && PM_TAG(v) == PM_CHUNK)
+      return PM_PTR(v);
+    if (is_main)
+      return pm_chunk_tree(S, p);
+  }
+  return pm_chunk_get(S, source - S->string_offset, 1);
+}
+
 /* The set of the Lua function on the top of the stack.  Its environment is
 ** its _ENV upvalue or, for a function that touches no global, the one its
 ** chunk was loaded with.  A chunk learns its environment from its main
@@ -276,7 +294,7 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
       envp = lua_topointer(L, -1);
     lua_pop(L, 1);
   }
-  c = pm_chunk_get(S, d.source - S->string_offset, 1);
+  c = chunk_of(S, lua_topointer(L, -1), d.source, is_main);
   if (envp != NULL) {
     e = pm_env_get(S, envp, 1);
     if (c != NULL && e != NULL && (is_main || c->env == NULL))
@@ -415,6 +433,67 @@ static pm_Thread *thread_find (lua_State *L, int from, int fast) {
       thread_switch(t);
   }
   return t;
+}
+
+/* Chunks that ran before monitoring began: their main function was never
+** seen by the hook, and a function of theirs that touches no global has
+** nothing but its chunk to say whose it is.  When the first monitor opens,
+** every chunk whose main prototype is still alive is keyed by its tree,
+** then the Lua functions with an _ENV upvalue tell their chunks'
+** environments, main functions first (a chunk's others may run under
+** `local _ENV = M`), none overriding one known (the chunk may have
+** reassigned its _ENV since it was loaded): to its exact chunk, or, where
+** the main prototype is gone, to the record of its source name, which a
+** long name (a file's path) gives one load alone. */
+typedef struct Discovery {
+  pm_State *S;
+  int mains; /* the pass over main functions, or over the others */
+} Discovery;
+
+static int discover_chunk (const void *obj, int proto, void *arg) {
+  pm_State *S = ((Discovery *)arg)->S;
+  uintptr_t v;
+  if (proto && pm_proto_is_main(obj)) {
+    v = pm_map_get(&S->known, obj);
+    if ((v == 0 || PM_TAG(v) != PM_CHUNK) && pm_chunk_tree(S, obj) == NULL)
+      return 0; /* out of memory: the rest stays unknown */
+  }
+  return 1;
+}
+
+static int discover_env (const void *obj, int proto, void *arg) {
+  Discovery *d = arg;
+  pm_State *S = d->S;
+  const void *p, *table;
+  pm_Chunk *c;
+  pm_Env *e;
+  uintptr_t v;
+  if (proto || pm_proto_is_main(p = pm_proto_of(obj)) != d->mains)
+    return 1;
+  v = pm_map_get(&S->known, p);
+  if (v == 0 || PM_TAG(v) != PM_CHUNK)
+    v = pm_map_get(&S->known, pm_proto_source(p));
+  c = v != 0 && PM_TAG(v) == PM_CHUNK ? PM_PTR(v) : NULL;
+  if ((c != NULL && c->env != NULL) ||
+      (table = pm_proto_env(obj, S->string_offset)) == NULL)
+    return 1; /* known already, or it cannot tell */
+  if (c == NULL && (c = pm_chunk_get(S, pm_proto_source(p), 1)) == NULL)
+    return 0;
+  if ((e = pm_env_get(S, table, 1)) == NULL)
+    return 0;
+  pm_chunk_set_env(S, c, e);
+  return 1;
+}
+
+static void discover (lua_State *L, pm_State *S) {
+  Discovery d;
+  d.S = S;
+  d.mains = 1;
+  if (!S->proto_heap || !pm_proto_heap(L, discover_chunk, &d) ||
+      !pm_proto_heap(L, discover_env, &d))
+    return;
+  d.mains = 0;
+  pm_proto_heap(L, discover_env, &d);
 }
 
 const pm_Set *pm_hook_set (lua_State *L, pm_State *S) {
@@ -685,6 +764,8 @@ void pm_hook_choose (lua_State *L, pm_State *S) {
   S->chain_hook =
       S->hook == hook_fast ? hook_fast_chained : hook_public_chained;
   S->trap_direct = !forced && pm_trap_verify(L);
+  S->proto_direct = !forced && pm_proto_verify(L);
+  S->proto_heap = S->proto_direct && pm_proto_heap_verify(L);
 }
 
 const char *pm_hook_path (pm_State *S) {
@@ -704,6 +785,7 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
     if (S->empty == NULL &&
         (S->empty = pm_set_for(S, NULL, NULL, NULL, NULL)) == NULL)
       return "not enough memory";
+    discover(L, S);
     /* a debugger's or coverage tool's hook stays, called from perfmon's */
     if ((is_foreign(S, L) && !adopt(S, L)) ||
         (is_foreign(S, S->main) && !adopt(S, S->main)))

@@ -312,6 +312,10 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "path");
   lua_pushstring(L, S->trap_direct ? "direct" : "lua_sethook");
   lua_setfield(L, -2, "sethook");
+  lua_pushstring(L, S->proto_direct ? "prototype" : "source");
+  lua_setfield(L, -2, "chunks");
+  lua_pushstring(L, S->proto_heap ? "heap" : "hook");
+  lua_setfield(L, -2, "chunks_found");
   lua_pushinteger(L, S->monitors);
   lua_setfield(L, -2, "monitors");
   lua_pushboolean(L, pm_hook_lost(L, S));

@@ -131,6 +131,8 @@ struct pm_State {
   lua_Hook hook; /* the fast or the public one */
   lua_Hook chain_hook; /* the same, calling a program's hook chained */
   int trap_direct; /* hooks are set without walking the stack (trap.h) */
+  int proto_direct; /* chunks are told by their prototype tree (proto.h) */
+  int proto_heap; /* and found in the heap when monitoring begins */
   lua_Hook debug_hook; /* the debug library's, which debug.sethook sets */
   pm_Thread *current; /* the thread of the last hook event */
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
