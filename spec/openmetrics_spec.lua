@@ -108,7 +108,8 @@ describe("perfmon.openmetrics", function()
     local want = {
       cpu_seconds = "counter", self_cpu_seconds = "counter", blocking_seconds = "counter",
       ticks = "counter", events = "counter", event_cpu_seconds = "histogram",
-      event_self_cpu_seconds = "histogram",
+      event_self_cpu_seconds = "histogram", alloc_bytes = "counter",
+      self_alloc_bytes = "counter", allocs = "counter", self_allocs = "counter",
     }
     for base, mtype in pairs(want) do
       for _, fam in ipairs{ "perfmon_" .. base, "perfmon_process_" .. base } do
@@ -119,7 +120,7 @@ describe("perfmon.openmetrics", function()
         if fam:match("_seconds$") then assert.equals("seconds", f.UNIT) end
       end
     end
-    assert.equals(14, #r.order)
+    assert.equals(22, #r.order)
     for _, g in ipairs{ janky, cheap, idle } do
       local st = snap.groups[g.id]
       local l = { name = g.name, id = tostring(g.id), kind = g.kind }
@@ -135,6 +136,8 @@ describe("perfmon.openmetrics", function()
         v("perfmon_self_cpu_seconds_total", { mode = "system" }))
       assert.equals(st.self_event_us / 1e6, v("perfmon_event_self_cpu_seconds_sum"))
       assert.equals(st.events, v("perfmon_event_self_cpu_seconds_count"))
+      assert.equals(st.alloc_bytes, v("perfmon_alloc_bytes_total"))
+      assert.equals(st.self_alloc_count, v("perfmon_self_allocs_total"))
       assert.equals(st.blocking_us / 1e6, v("perfmon_blocking_seconds_total"))
       assert.equals(st.ticks, v("perfmon_ticks_total"))
       assert.equals(st.events, v("perfmon_events_total"))

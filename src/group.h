@@ -31,10 +31,17 @@
 
 typedef struct pm_State pm_State;
 
+/* Memory allocated (the memory probe): bytes, and blocks newly made. */
+typedef struct pm_Allocs {
+  uint64_t bytes, count;
+} pm_Allocs;
+
 /* A group's totals.  cpu: CPU time while the group was on the stack
-** (inclusive); self: while it was in the innermost frame's set. */
+** (inclusive); self: while it was in the innermost frame's set; alloc and
+** self_alloc: the memory allocated meanwhile. */
 typedef struct pm_Stats {
   pm_CpuTime cpu, self;
+  pm_Allocs alloc, self_alloc;
   double blocking_us;
   uint64_t ticks;
   uint64_t durations[PM_DURATIONS]; /* of its CPU time per event */
@@ -63,6 +70,8 @@ typedef struct pm_Group {
   uint64_t start_cycles;
   uint32_t start_cpu;
   double start_blocking;
+  pm_Allocs start_alloc; /* S->allocs when it started */
+  pm_Allocs recent_alloc, recent_self_alloc; /* since the period began */
   uint64_t start_blocked; /* S->blocked_cycles when it started */
   uint64_t recent_cycles; /* since the period began */
   double recent_blocking;

@@ -19,8 +19,8 @@
 
 #define GROUP_MT "perfmon.group"
 
-static const char *const probe_names[] = {"jank", "blocking", "ticks", "chunks",
-                                          NULL};
+static const char *const probe_names[] = {"jank",   "blocking", "ticks",
+                                          "chunks", "memory",   NULL};
 
 static pm_State *state (lua_State *L) {
   pm_State *S = pm_state_get(L);
@@ -258,6 +258,14 @@ static void push_stats (lua_State *L, int id, const char *name,
   set_number(L, "self_system_us", st->self.system_us);
   set_number(L, "self_us", st->self.cpu_us);
   set_number(L, "blocking_us", st->blocking_us);
+  lua_pushinteger(L, (lua_Integer)st->alloc.bytes);
+  lua_setfield(L, -2, "alloc_bytes");
+  lua_pushinteger(L, (lua_Integer)st->alloc.count);
+  lua_setfield(L, -2, "alloc_count");
+  lua_pushinteger(L, (lua_Integer)st->self_alloc.bytes);
+  lua_setfield(L, -2, "self_alloc_bytes");
+  lua_pushinteger(L, (lua_Integer)st->self_alloc.count);
+  lua_setfield(L, -2, "self_alloc_count");
   lua_pushinteger(L, (lua_Integer)st->ticks);
   lua_setfield(L, -2, "ticks");
   set_histogram(L, "durations", st->durations);

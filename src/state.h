@@ -53,6 +53,7 @@ enum {
   PM_PROBE_BLOCKING,
   PM_PROBE_TICKS,
   PM_PROBE_CHUNKS,
+  PM_PROBE_MEMORY,
   PM_NPROBES
 };
 #define PM_BIT(p) (1u << (p))
@@ -70,6 +71,8 @@ struct pm_State {
   lua_Alloc falloc;
   void *fud;
   size_t string_offset; /* lua_tostring - lua_topointer for strings */
+  int count_allocs; /* the memory probe is held: allocs counts */
+  pm_Allocs allocs; /* every allocation counted, monotonic */
   pm_Map known;
 
   /* group.c */
@@ -93,6 +96,7 @@ struct pm_State {
   pm_Group *touched; /* groups that ran in this period */
   const pm_Set *self_set; /* the innermost frame's set: its self time runs */
   uint64_t self_cycles, self_blocked; /* when that measure began */
+  pm_Allocs self_alloc, period_alloc; /* S->allocs then, and at the commit */
   uint32_t self_cpu;
   uint64_t window; /* renormalisations so far */
   uint64_t window_cycles, window_blocked; /* when the window began */

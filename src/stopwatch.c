@@ -9,6 +9,7 @@
 #define HAS(S, p) (((S)->probes & PM_BIT(p)) != 0)
 
 static const pm_CpuTime none = {0, 0, 0};
+static const pm_Allocs none_alloc = {0, 0};
 
 /*
 ** {======================================================
@@ -201,6 +202,13 @@ static void window_close (pm_State *S, uint64_t now) {
 ** =======================================================
 */
 
+/* Adds what was allocated from since to now to acc. */
+static void allocs_add (pm_Allocs *acc, const pm_Allocs *now,
+                        const pm_Allocs *since) {
+  acc->bytes += now->bytes - since->bytes;
+  acc->count += now->count - since->count;
+}
+
 static void touch (pm_State *S, pm_Group *g) {
   if (g->touched_period != S->period) {
     g->touched_period = S->period;
@@ -215,6 +223,7 @@ static void start (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
   g->start_cpu = cpu;
   g->start_blocking = S->blocking_total;
   g->start_blocked = blocked_at(S, now);
+  g->start_alloc = S->allocs;
   touch(S, g);
 }
 
@@ -229,6 +238,7 @@ static void charge (pm_State *S, pm_Group *g, uint64_t now, uint32_t cpu) {
       window_add(S, g, &g->all, d);
   }
   g->recent_blocking += S->blocking_total - g->start_blocking;
+  allocs_add(&g->recent_alloc, &S->allocs, &g->start_alloc);
 }
 
 /* Self time: the innermost frame's set (S->self_set) is measured from
@@ -244,6 +254,11 @@ static void self_charge (pm_State *S, uint64_t now, uint32_t cpu) {
     for (i = 0; i < s->n; i++)
       if (s->g[i]->owner_iter == S->iter)
         window_add(S, s->g[i], &s->g[i]->self, d);
+  if (s != NULL && S->count_allocs)
+    for (i = 0; i < s->n; i++)
+      if (s->g[i]->owner_iter == S->iter)
+        allocs_add(&s->g[i]->recent_self_alloc, &S->allocs, &S->self_alloc);
+  S->self_alloc = S->allocs;
   S->self_cycles = now;
   S->self_cpu = cpu;
   S->self_blocked = blocked_at(S, now);
@@ -409,6 +424,8 @@ static void commit_group (pm_State *S, pm_Group *g, double per_cycle,
   if (!S->quiet) {
     g->total.blocking_us += g->recent_blocking;
     g->total.ticks += g->recent_ticks;
+    allocs_add(&g->total.alloc, &g->recent_alloc, &none_alloc);
+    allocs_add(&g->total.self_alloc, &g->recent_self_alloc, &none_alloc);
     if (is_event) {
       /* an event it ran in: a group only restarted at the boundary, or
       ** not measured (no jank probe), has no cycles in it */
@@ -421,6 +438,7 @@ static void commit_group (pm_State *S, pm_Group *g, double per_cycle,
   g->recent_cycles = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
+  g->recent_alloc = g->recent_self_alloc = none_alloc;
   /* the cycles stay in the window, for the totals */
   g->all.open_cycles = g->self.open_cycles = 0;
 }
@@ -456,6 +474,10 @@ static void commit (pm_State *S, int kind) {
   }
   if (is_event && HAS(S, PM_PROBE_TICKS))
     S->process.ticks++; /* the process is entered once per event */
+  /* all it allocates is its own, listeners and perfmon's tables included */
+  allocs_add(&S->process.alloc, &S->allocs, &S->period_alloc);
+  allocs_add(&S->process.self_alloc, &S->allocs, &S->period_alloc);
+  S->period_alloc = S->allocs;
   g = S->touched;
   S->touched = NULL;
   S->period++;
@@ -481,6 +503,7 @@ static void restart (pm_State *S) {
   S->self_cpu = cpu;
   S->period_blocked = S->window_blocked = S->self_blocked =
       blocked_at(S, S->period_cycles);
+  S->self_alloc = S->period_alloc = S->allocs;
   pm_cputime(&S->window_time);
   S->window_thread = pm_os_thread();
   S->rate_wall = pm_wall_us();
@@ -536,6 +559,7 @@ void pm_sw_probes (pm_State *S, unsigned probes, int delta) {
       restart(S); /* cycles were not read without it */
     if ((S->probes ^ before) & PM_BIT(PM_PROBE_CHUNKS))
       pm_functions_forget(S);
+    S->count_allocs = HAS(S, PM_PROBE_MEMORY);
   }
 }
 

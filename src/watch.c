@@ -27,10 +27,25 @@ static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
   return S->falloc(S->fud, ptr, osize, 0);
 }
 
+/* The memory probe: bytes a block grows by (a new one from nothing: with
+** no block, osize is the kind of object), and blocks made. */
+static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
+                                        size_t nsize) {
+  size_t old = ptr != NULL ? osize : 0;
+  void *block = S->falloc(S->fud, ptr, osize, nsize);
+  if (block != NULL) {
+    S->allocs.bytes += nsize > old ? nsize - old : 0;
+    S->allocs.count += ptr == NULL;
+  }
+  return block;
+}
+
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
   if (nsize == 0 && ptr != NULL && S->known.count != 0)
     return watch_free(S, ptr, osize);
+  if (PM_UNLIKELY(S->count_allocs) && nsize != 0)
+    return counted_alloc(S, ptr, osize, nsize);
   return S->falloc(S->fud, ptr, osize, nsize);
 }
 

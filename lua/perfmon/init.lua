@@ -15,7 +15,8 @@ table.sort(PROBE_LIST, function(a, b) return PROBES[a] < PROBES[b] end)
 PROBE_LIST = table.concat(PROBE_LIST, ", ")
 local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "self_user_us",
   "self_system_us", "self_us", "blocking_us", "ticks", "events", "event_us",
-  "self_event_us" }
+  "self_event_us", "alloc_bytes", "alloc_count", "self_alloc_bytes",
+  "self_alloc_count" }
 local HISTOGRAMS = { "durations", "self_durations" }
 
 local args = require("perfmon.args")

@@ -114,7 +114,8 @@ local function check_options(opts)
 end
 
 local STATS = { "user_us", "system_us", "self_user_us", "self_system_us",
-  "blocking_us", "ticks", "events", "event_us", "self_event_us" }
+  "blocking_us", "ticks", "events", "event_us", "self_event_us", "alloc_bytes",
+  "alloc_count", "self_alloc_bytes", "self_alloc_count" }
 
 -- Whether st holds the numbers a stats record of a snapshot holds.
 local function is_stats(st)
@@ -193,6 +194,26 @@ local FAMILIES = {
     function(out, name, labels, st)
       out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, seconds(st.blocking_us))
     end },
+  { "alloc_bytes", "counter", "bytes",
+    "Memory allocated, with the memory probe",
+    function(out, name, labels, st)
+      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.alloc_bytes))
+    end },
+  { "self_alloc_bytes", "counter", "bytes",
+    "Memory allocated in the innermost frame (self), with the memory probe",
+    function(out, name, labels, st)
+      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.self_alloc_bytes))
+    end },
+  { "allocs", "counter", nil,
+    "Blocks allocated, with the memory probe",
+    function(out, name, labels, st)
+      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.alloc_count))
+    end },
+  { "self_allocs", "counter", nil,
+    "Blocks allocated in the innermost frame (self), with the memory probe",
+    function(out, name, labels, st)
+      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.self_alloc_count))
+    end },
   { "ticks", "counter", nil,
     "Times execution entered (for the process: events, with the ticks probe)",
     function(out, name, labels, st)
@@ -222,7 +243,8 @@ end
 --- The snapshot snap as an OpenMetrics text exposition (ending "# EOF\n"):
 -- per group, with labels name, kind, id and opts.labels, the families
 -- <prefix>cpu_seconds and self_cpu_seconds (counters, mode = user |
--- system), blocking_seconds, ticks, events (counters), event_cpu_seconds
+-- system), blocking_seconds, alloc_bytes, self_alloc_bytes, allocs,
+-- self_allocs, ticks, events (counters), event_cpu_seconds
 -- and event_self_cpu_seconds (histograms); the same for the process as
 -- <prefix>process_*.  opts.prefix: "perfmon_" by default.
 function openmetrics.encode(snap, opts)
