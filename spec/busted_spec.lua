@@ -7,6 +7,9 @@
 
 local perfmon = require("perfmon")
 local pmbusted = require("perfmon.busted") -- registers the assertions
+-- no module groups in this process: perfmon's own lua/perfmon/ would
+-- become one, and every spec run after this one would see it
+pmbusted.modules{}
 local cjson = require("cjson")
 
 local MS = 1000

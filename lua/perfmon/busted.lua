@@ -188,6 +188,23 @@ local function module_groups(prefixes)
   return modules
 end
 
+--- Sets the module prefixes the assertions group the code under test by,
+-- instead of the defaults (src/ and lua/<module>/ under the current
+-- directory), before the first assertion or run; {} groups none.  Returns
+-- the module groups.
+function M.modules(prefixes)
+  if type(prefixes) ~= "table" then
+    require("perfmon.args").error(1, "modules", "table expected, got " .. type(prefixes))
+  end
+  for i, p in ipairs(prefixes) do
+    if type(p) ~= "string" or p == "" then
+      require("perfmon.args").error(1, "modules",
+        ("prefixes expected: index %d is %s"):format(i, p == "" and "empty" or type(p)))
+    end
+  end
+  return module_groups(prefixes)
+end
+
 ----------------------------------------------------------------------------
 -- Assertions: assert.cpu_under(ms, fn), assert.no_jank(fn)
 ----------------------------------------------------------------------------
