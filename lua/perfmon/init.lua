@@ -160,14 +160,21 @@ function Snapshot:subtract(older)
     error("bad argument #1 to 'subtract' (snapshot expected, got " .. type(older) .. ")", 2)
   end
   local groups = {}
+  -- merged snapshots (perfmon.merge) pair their groups by kind and name
+  local by_name = self.merged and older.merged and {}
+  for _, st in pairs(by_name and older.groups or {}) do
+    by_name[st.kind .. "\0" .. st.name] = st
+  end
   for id, st in pairs(self.groups) do
-    groups[id] = stats_minus(st, older.groups[id])
+    groups[id] = stats_minus(st, by_name and by_name[st.kind .. "\0" .. st.name]
+      or not by_name and older.groups[id] or nil)
   end
   return setmetatable({
     time = self.time - older.time,
     process = stats_minus(self.process, older.process),
     groups = groups,
     hook_lost = self.hook_lost, -- perfmon lost its hook before self
+    merged = self.merged,
   }, Snapshot)
 end
 
@@ -305,8 +312,145 @@ function perfmon.json(snap)
   for id, st in pairs(snap.groups) do groups[tostring(id)] = json_stats(st) end
   return text.json{
     time = snap.time, process = json_stats(snap.process), groups = groups,
-    hook_lost = snap.hook_lost,
+    hook_lost = snap.hook_lost, merged = snap.merged,
   }
+end
+
+-- A snapshot read back from JSON: every field checked, as it may come from
+-- another process, another version, or a file someone edited.  The checks
+-- raise the bare message; snapshot_from_json says whose argument it was.
+local function json_error(msg)
+  error(msg, 0)
+end
+
+local function json_int(v, where)
+  local n = type(v) == "number" and math.tointeger(v)
+  if not n then json_error(("%s must be a whole number, got %s"):format(where,
+    type(v) == "number" and tostring(v) or type(v))) end
+  return n
+end
+
+local function json_string(v, where)
+  if type(v) ~= "string" then json_error(("%s must be a string, got %s"):format(where, type(v))) end
+  return v
+end
+
+local function json_list(v, where, len)
+  if type(v) ~= "table" or (len and #v ~= len) then
+    json_error(("%s must be a list%s"):format(where, len and (" of %d numbers"):format(len) or ""))
+  end
+  local out = {}
+  for i = 1, #v do out[i] = json_int(v[i], ("%s[%d]"):format(where, i)) end
+  return out
+end
+
+local function stats_from_json(st, where)
+  if type(st) ~= "table" then json_error(where .. " must be an object, got " .. type(st)) end
+  local out = {
+    id = json_int(st.id, where .. ".id"),
+    name = json_string(st.name, where .. ".name"),
+    kind = json_string(st.kind, where .. ".kind"),
+    memberships = json_list(st.memberships, where .. ".memberships"),
+  }
+  for _, f in ipairs(STAT_FIELDS) do out[f] = json_int(st[f], where .. "." .. f) end
+  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where .. "." .. h, 10) end
+  out.longest = longest(out.durations)
+  return out
+end
+
+--- The snapshot that perfmon.json wrote: loaded back, it subtracts, merges
+-- and exports as the original did.
+function perfmon.snapshot_from_json(s)
+  if type(s) ~= "string" then arg_error(1, "snapshot_from_json", "string expected, got " .. type(s)) end
+  local ok, t = pcall(require("cjson").decode, s)
+  if not ok then arg_error(1, "snapshot_from_json", "not JSON: " .. tostring(t)) end
+  local snap
+  ok, snap = pcall(function()
+    if type(t) ~= "table" or type(t.groups) ~= "table" then
+      json_error("not a snapshot: no 'groups' object")
+    end
+    local out = setmetatable({
+      time = json_int(t.time, "time"),
+      process = stats_from_json(t.process, "process"),
+      groups = {},
+      hook_lost = t.hook_lost == true or nil,
+      merged = t.merged == true or nil,
+    }, Snapshot)
+    for key, st in pairs(t.groups) do
+      local g = stats_from_json(st, ("groups[%q]"):format(tostring(key)))
+      if tostring(g.id) ~= key then json_error(("groups[%q] has id %d"):format(tostring(key), g.id)) end
+      out.groups[g.id] = g
+    end
+    return out
+  end)
+  if not ok then arg_error(1, "snapshot_from_json", tostring(snap)) end
+  return snap
+end
+
+-- Adds the figures of b to a (stats of one group, or of the process).
+local function stats_add(a, b)
+  for _, f in ipairs(STAT_FIELDS) do a[f] = a[f] + b[f] end
+  for _, h in ipairs(HISTOGRAMS) do
+    for k = 1, #b[h] do a[h][k] = (a[h][k] or 0) + b[h][k] end
+  end
+  a.longest = longest(a.durations)
+end
+
+local function stats_copy(st, id)
+  local c = { id = id, name = st.name, kind = st.kind, memberships = {} }
+  for _, f in ipairs(STAT_FIELDS) do c[f] = st[f] end
+  for _, h in ipairs(HISTOGRAMS) do c[h] = table.move(st[h], 1, #st[h], 1, {}) end
+  c.longest = longest(c.durations)
+  return c
+end
+
+--- One snapshot of several (of several Lua states or processes, as
+-- snapshot_from_json reads them back): groups of one kind and name are one
+-- group, their figures summed, numbered in order of kind and name; the
+-- process sums the processes; time is the latest.  Merged snapshots
+-- subtract by kind and name.
+function perfmon.merge(snaps)
+  if type(snaps) ~= "table" then arg_error(1, "merge", "list of snapshots expected, got " .. type(snaps)) end
+  for i, s in ipairs(snaps) do
+    if getmetatable(s) ~= Snapshot then
+      arg_error(1, "merge", ("snapshot expected at index %d, got %s"):format(i, type(s)))
+    end
+  end
+  local keys, by_key = {}, {}
+  for _, s in ipairs(snaps) do
+    for _, st in pairs(s.groups) do
+      local key = st.kind .. "\0" .. st.name
+      if not by_key[key] then keys[#keys + 1], by_key[key] = key, {} end
+      table.insert(by_key[key], { snap = s, st = st })
+    end
+  end
+  table.sort(keys)
+  local id_of, merged = {}, setmetatable({ time = 0, groups = {}, merged = true }, Snapshot)
+  for id, key in ipairs(keys) do
+    id_of[key] = id
+    for i, e in ipairs(by_key[key]) do
+      if i == 1 then merged.groups[id] = stats_copy(e.st, id) else stats_add(merged.groups[id], e.st) end
+    end
+  end
+  -- memberships: the groups a group is inside, by kind and name
+  for id, key in ipairs(keys) do
+    local seen, list = {}, merged.groups[id].memberships
+    for _, e in ipairs(by_key[key]) do
+      for _, m in ipairs(e.st.memberships) do
+        local g = m ~= 0 and e.snap.groups[m]
+        local mid = m == 0 and 0 or g and id_of[g.kind .. "\0" .. g.name]
+        if mid and not seen[mid] then seen[mid] = true; list[#list + 1] = mid end
+      end
+    end
+    table.sort(list)
+  end
+  for i, s in ipairs(snaps) do
+    if i == 1 then merged.process = stats_copy(s.process, 0) else stats_add(merged.process, s.process) end
+    merged.time = math.max(merged.time, s.time)
+    merged.hook_lost = merged.hook_lost or s.hook_lost
+  end
+  if #snaps == 0 then arg_error(1, "merge", "no snapshot to merge") end
+  return merged
 end
 
 --- The snapshot as an OpenMetrics text exposition (perfmon.openmetrics,

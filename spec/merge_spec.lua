@@ -1,0 +1,110 @@
+-- merge_spec.lua: snapshots saved as JSON, read back, subtracted and
+-- merged, as a parent combines its children's.
+--
+-- Ground truth: each child is a real lua5.4 process running the same
+-- plugins; its plugins time their own work (os.clock) and the child prints
+-- that beside its snapshot's JSON.
+
+local perfmon = require("perfmon")
+local truth = require("spec.support.truth")
+
+-- A child: loads plugins "spell" (ms_spell per event) and "lint" (1 ms per
+-- event), runs events, and prints two snapshots (before and after) and
+-- what each plugin measured of itself, one per line.
+local CHILD = [[
+package.path, package.cpath = %q, %q
+local perfmon = require("perfmon")
+local function plugin(name)
+  local g = perfmon.group{ name = name, kind = "plugin" }
+  return assert(perfmon.load([=[
+    local M = { spent = 0 }
+    function M.run(ms)
+      local t0 = os.clock()
+      local t = t0 + ms / 1000
+      while os.clock() < t do end
+      M.spent = M.spent + (os.clock() - t0) * 1e6
+    end
+    return M]=], "=" .. name, setmetatable({}, { __index = _G }), g))()
+end
+local lint, spell = plugin("lint"), plugin("spell")
+local mon <close> = perfmon.monitor{ "jank", "ticks", "memory" }
+print(perfmon.json(mon:snapshot()))
+for _ = 1, 4 do perfmon.event(function() spell.run(%d) lint.run(1) end) end
+print(perfmon.json(mon:snapshot()))
+print(spell.spent, lint.spent)
+]]
+
+local function child(ms_spell)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(CHILD:format(package.path, package.cpath, ms_spell))
+  f:close()
+  local p = assert(io.popen("lua5.4 " .. path))
+  local before, after, spent = p:read("l"), p:read("l"), p:read("l")
+  p:close()
+  os.remove(path)
+  local spell, lint = spent:match("^(%S+)%s+(%S+)$")
+  return perfmon.snapshot_from_json(before), perfmon.snapshot_from_json(after),
+    tonumber(spell), tonumber(lint)
+end
+
+local function by_name(snap, name)
+  for _, st in pairs(snap.groups) do
+    if st.name == name then return st end
+  end
+  error("no group " .. name)
+end
+
+describe("snapshots across processes", function()
+  it("reads back what perfmon.json wrote: the same snapshot", function()
+    local g = perfmon.group{ name = "here", kind = "plugin" }
+    local mon <close> = perfmon.monitor{ "jank", "ticks", "memory" }
+    local f = assert(perfmon.load("return {}", "=here", setmetatable({}, { __index = _G }), g))
+    perfmon.event(f)
+    local snap = mon:snapshot()
+    local back = perfmon.snapshot_from_json(perfmon.json(snap))
+    assert.is_true(back:equals(snap))
+    assert.is_true(back:subtract(snap):equals(snap:subtract(snap)))
+    assert.are.equal(perfmon.openmetrics(snap), perfmon.openmetrics(back))
+  end)
+
+  it("merges the children's snapshots by kind and name, each figure summed", function()
+    local b1, a1, spell1, lint1 = child(6)
+    local b2, a2, spell2, lint2 = child(3)
+    local d1, d2 = a1:subtract(b1), a2:subtract(b2)
+    local before, after = perfmon.merge{ b1, b2 }, perfmon.merge{ a1, a2 }
+    local d = after:subtract(before)
+    truth.assert_near(by_name(d, "spell").cpu_us, spell1 + spell2, "spell, over both children")
+    truth.assert_near(by_name(d, "lint").cpu_us, lint1 + lint2, "lint, over both children")
+    for _, name in ipairs{ "spell", "lint" } do
+      local m, x, y = by_name(d, name), by_name(d1, name), by_name(d2, name)
+      for _, f in ipairs{ "cpu_us", "self_us", "ticks", "events", "alloc_bytes" } do
+        assert.are.equal(x[f] + y[f], m[f], name .. "." .. f)
+      end
+      for k = 1, 10 do assert.are.equal(x.durations[k] + y.durations[k], m.durations[k]) end
+    end
+    assert.are.equal(d1.process.cpu_us + d2.process.cpu_us, d.process.cpu_us)
+    -- the merged snapshot survives JSON too
+    assert.is_true(perfmon.snapshot_from_json(perfmon.json(after)):equals(after))
+  end)
+
+  it("refuses what is not a snapshot, naming what is wrong", function()
+    local function refuses(s, msg)
+      local ok, err = pcall(perfmon.snapshot_from_json, s)
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to 'snapshot_from_json' (", err, 1, true)
+      assert.matches(msg, err, 1, true)
+    end
+    refuses(42, "string expected, got number")
+    refuses("{", "not JSON")
+    refuses("[1, 2]", "not a snapshot: no 'groups' object")
+    local mon <close> = perfmon.monitor{ "jank" }
+    local good = perfmon.json(mon:snapshot())
+    refuses(good:gsub('"cpu_us":%d+', '"cpu_us":"fast"', 1), "cpu_us must be a whole number, got string")
+    refuses(good:gsub('"durations":%b[]', '"durations":[1,2]', 1), "durations must be a list of 10 numbers")
+    refuses(good:gsub('"time":%d+', '"time":1.5', 1), "time must be a whole number, got 1.5")
+    assert.has_error(function() perfmon.merge{ 1 } end,
+      "bad argument #1 to 'merge' (snapshot expected at index 1, got number)")
+    assert.has_error(function() perfmon.merge{} end, "bad argument #1 to 'merge' (no snapshot to merge)")
+  end)
+end)
