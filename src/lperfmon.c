@@ -283,11 +283,9 @@ static void push_stats (lua_State *L, int id, const char *name,
 
 /* core.stats() -> { time, process, groups = { [id] = stats } }, with
 ** hook_lost = true when perfmon's hook was taken while monitoring */
-static int l_stats (lua_State *L) {
-  pm_State *S = state(L);
-  int i, ids[PM_ENV_GROUPS + 2], lost = pm_hook_lost(L, S);
-  pm_hook_settle(L, S);
-  pm_sw_snapshot(S);
+static int build_stats (lua_State *L) {
+  pm_State *S = lua_touserdata(L, 1);
+  int i, ids[PM_ENV_GROUPS + 2], lost = lua_toboolean(L, 2);
   lua_createtable(L, 0, 4);
   lua_pushinteger(L, (lua_Integer)pm_realtime_us());
   lua_setfield(L, -2, "time");
@@ -305,6 +303,25 @@ static int l_stats (lua_State *L) {
     lua_rawseti(L, -2, g->id);
   }
   lua_setfield(L, -2, "groups");
+  return 1;
+}
+
+/* The tables are perfmon's own work, left out of every measure (they take
+** milliseconds with thousands of groups): built protected, so that a
+** memory error ends that too. */
+static int l_stats (lua_State *L) {
+  pm_State *S = state(L);
+  int lost = pm_hook_lost(L, S), status;
+  pm_hook_settle(L, S);
+  pm_sw_snapshot(S);
+  lua_pushcfunction(L, build_stats);
+  lua_pushlightuserdata(L, S);
+  lua_pushboolean(L, lost);
+  pm_sw_own(S, 1);
+  status = lua_pcall(L, 2, 1, 0);
+  pm_sw_own(S, 0);
+  if (status != LUA_OK)
+    return lua_error(L);
   return 1;
 }
 

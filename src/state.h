@@ -117,6 +117,9 @@ struct pm_State {
   double blocking_since, blocking_total; /* wall µs */
   uint64_t blocking_since_cycles, blocked_cycles; /* off the CPU */
   pm_Stats process;
+  int own; /* perfmon's own work runs (pm_sw_own) */
+  uint64_t own_cycles; /* when it began */
+  pm_CpuTime own_time;
 
   /* alert.c: the watcher's thresholds (µs) and what makes jank visible */
   int watching; /* a dispatcher is set: alerts are detected */

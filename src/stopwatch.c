@@ -538,6 +538,34 @@ void pm_sw_snapshot (pm_State *S) {
     commit(S, COMMIT_EXACT);
 }
 
+void pm_sw_own (pm_State *S, int on) {
+  uint32_t cpu;
+  pm_CpuTime now, d;
+  uint64_t c;
+  if (on) {
+    /* inside a blocking call its cycles are left out already */
+    if (!(S->own = S->monitors > 0 && S->blocking_depth == 0))
+      return;
+    S->own_cycles = read_cycles(S, &cpu);
+    pm_cputime(&S->own_time);
+    S->count_allocs = 0;
+    return;
+  }
+  if (!S->own)
+    return;
+  S->own = 0;
+  /* its cycles count as blocked, its CPU time moves the window's start */
+  c = read_cycles(S, &cpu);
+  pm_cputime(&now);
+  if (c >= S->own_cycles)
+    S->blocked_cycles += c - S->own_cycles;
+  pm_cputime_delta(&S->own_time, &now, &d);
+  S->window_time.cpu_us += d.cpu_us;
+  S->window_time.user_us += d.user_us;
+  S->window_time.system_us += d.system_us;
+  S->count_allocs = HAS(S, PM_PROBE_MEMORY);
+}
+
 /* Changing probes changes what a measure means: commit what was measured
 ** so far and cancel the measures under way, so none mixes the two. */
 void pm_sw_probes (pm_State *S, unsigned probes, int delta) {

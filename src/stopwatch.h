@@ -44,6 +44,10 @@ void pm_sw_self (pm_State *S, const pm_Set *s);
 void pm_sw_start (pm_State *S); /* monitoring begins */
 void pm_sw_stop (pm_State *S); /* monitoring ends: commit what is pending */
 void pm_sw_snapshot (pm_State *S);
+/* perfmon's own work (a snapshot's tables) begins (on) or ends: left out of
+** every measure, the process's included, as time off the CPU is; nothing
+** it allocates counts. */
+void pm_sw_own (pm_State *S, int on);
 /* A quiet region: what runs inside is charged to no group (the process
 ** still counts its CPU time). */
 void pm_sw_quiet (pm_State *S, int on);
