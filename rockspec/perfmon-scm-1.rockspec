@@ -33,6 +33,7 @@ build = {
       sources = {
         "src/alert.c",
         "src/clock.c",
+        "src/fleet.c",
         "src/frame.c",
         "src/group.c",
         "src/hook.c",

@@ -7,6 +7,8 @@
 */
 #include "perfmon.h"
 
+#include <lauxlib.h>
+
 #include "alert.h"
 #include "hook.h"
 #include "stopwatch.h"
@@ -81,6 +83,45 @@ int perfmon_animation (lua_State *L, int on) {
   return PERFMON_OK;
 }
 
+/* Runs src with the string arg (or none) protected, keeping its one
+** result; a failure leaves nothing and says PERFMON_ELUA. */
+static int run_lua (lua_State *L, const char *src, const char *arg) {
+  if (pm_state_get(L) == NULL)
+    return missing(L);
+  if (!lua_checkstack(L, 2))
+    return PERFMON_ELUA;
+  if (luaL_loadstring(L, src) != LUA_OK) {
+    lua_pop(L, 1); /* the message */
+    return PERFMON_ELUA;
+  }
+  if (arg != NULL)
+    lua_pushstring(L, arg);
+  if (lua_pcall(L, arg != NULL, 1, 0) != LUA_OK) {
+    lua_pop(L, 1);
+    return PERFMON_ELUA;
+  }
+  return PERFMON_OK;
+}
+
+int perfmon_fleet_publish (lua_State *L, const char *label) {
+  int rc = run_lua(L,
+                   "local label = ...\n"
+                   "return require('perfmon.fleet').publish("
+                   "require('perfmon').snapshot(), label)",
+                   label != NULL ? label : "");
+  if (rc == PERFMON_OK)
+    lua_pop(L, 1);
+  return rc;
+}
+
+int perfmon_fleet_json (lua_State *L) {
+  return run_lua(L,
+                 "local perfmon = require('perfmon')\n"
+                 "local s = require('perfmon.fleet').snapshot()\n"
+                 "return s and perfmon.json(s) or '{}'",
+                 NULL);
+}
+
 /* Each code in words, with what to do about it. */
 const char *perfmon_strerror (int code) {
   switch (code) {
@@ -97,6 +138,9 @@ const char *perfmon_strerror (int code) {
              "linked: link the host against the same library require loads, "
              "or open the host's copy first: luaL_requiref(L, "
              "\"perfmon.core\", luaopen_perfmon_core, 0))";
+    case PERFMON_ELUA:
+      return "perfmon's Lua modules failed: not found on package.path "
+             "(perfmon.fleet, perfmon), or not enough memory";
     default: return "unknown perfmon error code";
   }
 }

@@ -12,6 +12,7 @@
 #include <lauxlib.h>
 
 #include "alert.h"
+#include "fleet.h"
 #include "hook.h"
 #include "perfmon.h"
 #include "profiler.h"
@@ -322,6 +323,72 @@ static int l_stats (lua_State *L) {
   pm_sw_own(S, 0);
   if (status != LUA_OK)
     return lua_error(L);
+  return 1;
+}
+
+/* core.fleet_publish(json, label): this state's entry on the process's
+** board (fleet.h) holds json from now on */
+static int l_fleet_publish (lua_State *L) {
+  pm_State *S = state(L);
+  size_t len;
+  const char *json = luaL_checklstring(L, 1, &len);
+  const char *label = luaL_checkstring(L, 2);
+  if (!pm_fleet_put(&S->fleet_id, label, json, len))
+    return luaL_error(L, "not enough memory");
+  lua_pushinteger(L, (lua_Integer)S->fleet_id);
+  return 1;
+}
+
+typedef struct Entry {
+  uint64_t id;
+  const char *label, *json;
+  size_t len;
+  int closed;
+} Entry;
+
+/* (list, entry) -> (); appends {id, label, json, closed} to list */
+static int add_entry (lua_State *L) {
+  const Entry *e = lua_touserdata(L, 2);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)e->id);
+  lua_setfield(L, -2, "id");
+  lua_pushstring(L, e->label);
+  lua_setfield(L, -2, "label");
+  lua_pushlstring(L, e->json, e->len);
+  lua_setfield(L, -2, "json");
+  lua_pushboolean(L, e->closed);
+  lua_setfield(L, -2, "closed");
+  lua_rawseti(L, 1, (lua_Integer)lua_rawlen(L, 1) + 1);
+  return 0;
+}
+
+/* ... list -> ... list: each entry protected, as the board's copies are
+** freed only when this returns */
+static int push_entry (void *arg, uint64_t id, const char *label,
+                       const char *json, size_t len, int closed) {
+  lua_State *L = arg;
+  Entry e;
+  e.id = id;
+  e.label = label;
+  e.json = json;
+  e.len = len;
+  e.closed = closed;
+  lua_pushcfunction(L, add_entry);
+  lua_pushvalue(L, -2);
+  lua_pushlightuserdata(L, &e);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+/* core.fleet_entries() -> { {id, label, json, closed}, ... } */
+static int l_fleet_entries (lua_State *L) {
+  luaL_checkstack(L, 4, NULL);
+  lua_newtable(L);
+  if (!pm_fleet_each(push_entry, L))
+    return luaL_error(L, "not enough memory");
   return 1;
 }
 
@@ -711,6 +778,8 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"close", l_close},
                                       {"stats", l_stats},
                                       {"info", l_info},
+                                      {"fleet_publish", l_fleet_publish},
+                                      {"fleet_entries", l_fleet_entries},
                                       {"event_begin", l_event_begin},
                                       {"event_end", l_event_end},
                                       {"nested_enter", l_nested_enter},

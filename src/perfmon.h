@@ -44,6 +44,7 @@
 #define PERFMON_ENOTLOADED (-1) /* perfmon was never loaded in this state */
 #define PERFMON_EMISUSE (-2) /* end without begin, begin inside an event */
 #define PERFMON_EOTHERCOPY (-3) /* loaded by another copy of perfmon */
+#define PERFMON_ELUA (-4) /* perfmon's Lua modules failed (fleet) */
 
 /* A message for a code these functions return: what went wrong and what to
 ** do about it ("unknown perfmon error code" for any other int).  The
@@ -79,5 +80,13 @@ PERFMON_API int perfmon_user_input (lua_State *L);
 ** host's next wait. */
 PERFMON_API int perfmon_poll (lua_State *L, double *next_ms);
 PERFMON_API int perfmon_animation (lua_State *L, int on);
+
+/* The process-wide view of several states (lua/perfmon/fleet.lua, on any
+** threads): perfmon_fleet_publish puts L's totals now on the process's
+** board, under label; perfmon_fleet_json pushes onto L's stack the JSON
+** of every published state's last totals merged by kind and name
+** ("{}" when none published), as perfmon.json writes a snapshot. */
+PERFMON_API int perfmon_fleet_publish (lua_State *L, const char *label);
+PERFMON_API int perfmon_fleet_json (lua_State *L);
 
 #endif

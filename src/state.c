@@ -15,6 +15,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "fleet.h"
 #include "hook.h"
 #include "profiler.h"
 #include "watch.h"
@@ -174,6 +175,8 @@ static int state_gc (lua_State *L) {
   if (S->profiler != NULL) /* one whose __gc ran and that was restarted */
     pm_profiler_stop(L, S->profiler, 0, PM_PROF_STOPPED);
   pm_hook_close(S);
+  if (S->fleet_id != 0)
+    pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
   pm_map_filter(&S->known, drop_record, S);
   pm_map_free(&S->known, S->falloc, S->fud);
   pm_groups_free(S);

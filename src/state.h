@@ -131,6 +131,9 @@ struct pm_State {
   int event_animated; /* an animation ran during the open event */
   double last_input, event_since; /* wall µs */
 
+  /* fleet.c: this state's entry on the process's board, or 0 */
+  uint64_t fleet_id;
+
   /* profiler.c */
   pm_Profiler *profiler; /* the sampling profiler running, or NULL */
 
