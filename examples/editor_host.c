@@ -664,15 +664,17 @@ static int setup (lua_State *L) {
   push_require(L, "perfmon.watcher");
   H.watcher_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 
-  /* mon = perfmon.monitor{ "jank", "blocking", "ticks" }, opened before
-     the plugins' main chunks run, so that they are measured too */
-  lua_createtable(L, 3, 0);
+  /* mon = perfmon.monitor{ "jank", "blocking", "ticks", "memory" }, opened
+     before the plugins' main chunks run, so that they are measured too */
+  lua_createtable(L, 4, 0);
   lua_pushliteral(L, "jank");
   lua_rawseti(L, -2, 1);
   lua_pushliteral(L, "blocking");
   lua_rawseti(L, -2, 2);
   lua_pushliteral(L, "ticks");
   lua_rawseti(L, -2, 3);
+  lua_pushliteral(L, "memory");
+  lua_rawseti(L, -2, 4);
   call_perfmon(L, "monitor", 1, 1);
   H.monitor_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 
@@ -744,10 +746,10 @@ static const char *longest (const Stats *st, char *buf, size_t size) {
 static void print_row (const Stats *st) {
   char hist[256], lng[32];
   double total = H.process.cpu_us > 0 ? (double)H.process.cpu_us : 1;
-  printf("%-16s %9.1f %6.1f%% %6lld %11.1f  %-10s %s\n", st->name,
+  printf("%-16s %9.1f %6.1f%% %6lld %11.1f %9.1f  %-10s %s\n", st->name,
          (double)st->cpu_us / 1000, 100 * (double)st->cpu_us / total, st->ticks,
-         (double)st->blocking_us / 1000, longest(st, lng, sizeof(lng)),
-         histogram(st, hist, sizeof(hist)));
+         (double)st->blocking_us / 1000, (double)st->alloc_bytes / 1024,
+         longest(st, lng, sizeof(lng)), histogram(st, hist, sizeof(hist)));
 }
 
 /* Busiest first; ties by name. */
@@ -769,8 +771,9 @@ static void print_table (void) {
          "%d saves), %.2f s of wall time, %.0f ms of CPU\n",
          H.ninputs, H.ncounts[KEY], H.ncounts[CURSOR], H.ncounts[SAVE],
          (double)H.time_us / 1e6, (double)H.process.cpu_us / 1000);
-  printf("%-16s %9s %7s %6s %11s  %-10s %s\n", "plugin", "cpu ms", "share",
-         "ticks", "blocking ms", "longest", "jank histogram (ms:events)");
+  printf("%-16s %9s %7s %6s %11s %9s  %-10s %s\n", "plugin", "cpu ms", "share",
+         "ticks", "blocking ms", "alloc KB", "longest",
+         "jank histogram (ms:events)");
   for (i = 0; i < H.nplugins; i++)
     print_row(rows[i]);
   print_row(&H.process);

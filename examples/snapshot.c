@@ -28,6 +28,7 @@ void snap_read_stats (lua_State *L, SnapStats *st) {
   st->cpu_us = snap_int_field(L, t, "cpu_us");
   st->ticks = snap_int_field(L, t, "ticks");
   st->blocking_us = snap_int_field(L, t, "blocking_us");
+  st->alloc_bytes = snap_int_field(L, t, "alloc_bytes");
   st->longest = snap_int_field(L, t, "longest");
   lua_getfield(L, t, "durations");
   for (k = 0; k < NDURATIONS; k++) {

@@ -14,7 +14,7 @@
 
 typedef struct SnapStats { /* one row of a perfmon snapshot */
   char name[64];
-  long long cpu_us, ticks, blocking_us, longest;
+  long long cpu_us, ticks, blocking_us, alloc_bytes, longest;
   long long durations[NDURATIONS];
 } SnapStats;
 

@@ -16,7 +16,7 @@ M.BACKUP_LATENCY_MS = 100
 local function number(s) return tonumber(s) end
 
 --- The warnings ({ name = message }, and in order as list), the summary
--- and the table's rows ({ name, cpu_ms, share, ticks, blocking_ms, longest,
+-- and the table's rows ({ name, cpu_ms, share, ticks, blocking_ms, alloc_kb, longest,
 -- histogram = { ["64-128"] = n, ... } }, in printed order; the process row
 -- apart) of a host's output.
 function M.parse(output)
@@ -37,16 +37,16 @@ function M.parse(output)
     elseif line:match("^plugin%s+cpu ms%s+share") then
       in_table = true
     elseif in_table then
-      local n, cpu, share, ticks, blocking, longest, hist = line:match(
-        "^(%S+)%s+([%d.]+)%s+([%d.]+)%%%s+(%d+)%s+([%d.]+)%s+(%S+ ms)%s+(.*)$")
+      local n, cpu, share, ticks, blocking, alloc, longest, hist = line:match(
+        "^(%S+)%s+([%d.]+)%s+([%d.]+)%%%s+(%d+)%s+([%d.]+)%s+([%d.]+)%s+(%S+ ms)%s+(.*)$")
       if not n then
-        n, cpu, share, ticks, blocking, longest, hist = line:match(
-          "^(%(whole editor%))%s+([%d.]+)%s+([%d.]+)%%%s+(%d+)%s+([%d.]+)%s+(%S+ ms)%s+(.*)$")
+        n, cpu, share, ticks, blocking, alloc, longest, hist = line:match(
+          "^(%(whole editor%))%s+([%d.]+)%s+([%d.]+)%%%s+(%d+)%s+([%d.]+)%s+([%d.]+)%s+(%S+ ms)%s+(.*)$")
       end
       if n then
         local row = { name = n, cpu_ms = number(cpu), share = number(share),
-          ticks = number(ticks), blocking_ms = number(blocking), longest = longest,
-          histogram = {} }
+          ticks = number(ticks), blocking_ms = number(blocking), alloc_kb = number(alloc),
+          longest = longest, histogram = {} }
         for bucket, count in hist:gmatch("(%d+%-%d+):(%d+)") do
           row.histogram[bucket] = number(count)
         end
@@ -103,6 +103,12 @@ function M.verify(output)
   end
   expect(r.process.ticks == r.summary.events, "process: %d ticks, expected %d events",
     r.process.ticks, r.summary.events)
+  -- the memory probe: every plugin's allocations are within the editor's
+  expect(r.process.alloc_kb > 0, "process: no memory allocated")
+  for _, row in ipairs(r.rows) do
+    expect(row.alloc_kb <= r.process.alloc_kb, "%s: %.1f KB allocated, more than the editor's %.1f",
+      row.name, row.alloc_kb, r.process.alloc_kb)
+  end
   return bad
 end
 

@@ -359,8 +359,8 @@ function M.longest(k)
   return k == 0 and "<1 ms" or ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
 end
 
-local ROW = "%-16s %9.1f %6.1f%% %6d %11.1f  %-10s %s"
-local HEAD = "%-16s %9s %7s %6s %11s  %-10s %s"
+local ROW = "%-16s %9.1f %6.1f%% %6d %11.1f %9.1f  %-10s %s"
+local HEAD = "%-16s %9s %7s %6s %11s %9s  %-10s %s"
 
 --- Prints the about:performance-style table of report r.
 function Editor:print_table(r)
@@ -368,15 +368,15 @@ function Editor:print_table(r)
   self:say("about:performance -- %d events (%d keystrokes, %d cursor moves, %d saves), "
     .. "%.2f s of wall time, %.0f ms of CPU", r.events, r.inputs.key, r.inputs.cursor,
     r.inputs.save, r.delta.time / 1e6, r.process.cpu_us / 1000)
-  self:say(HEAD, "plugin", "cpu ms", "share", "ticks", "blocking ms", "longest",
+  self:say(HEAD, "plugin", "cpu ms", "share", "ticks", "blocking ms", "alloc KB", "longest",
     "jank histogram (ms:events)")
   for _, st in ipairs(r.rows) do
     self:say(ROW, st.name, st.cpu_us / 1000, st.share, st.ticks, st.blocking_us / 1000,
-      M.longest(st.longest), M.histogram(st.durations))
+      st.alloc_bytes / 1024, M.longest(st.longest), M.histogram(st.durations))
   end
   local p = r.process
   self:say(ROW, "(whole editor)", p.cpu_us / 1000, p.share, p.ticks, p.blocking_us / 1000,
-    M.longest(p.longest), M.histogram(p.durations))
+    p.alloc_bytes / 1024, M.longest(p.longest), M.histogram(p.durations))
 end
 
 ----------------------------------------------------------------------------
@@ -404,7 +404,7 @@ function M.new(opts)
     plugins = {}, warnings = {},
   }, Editor)
   -- open before the plugins' main chunks run, so that they are measured too
-  self.monitor = perfmon.monitor { "jank", "blocking", "ticks" }
+  self.monitor = perfmon.monitor { "jank", "blocking", "ticks", "memory" }
   local wopts = copy(opts.watcher or {})
   wopts.on_warning = function(w)
     self.warnings[#self.warnings + 1] = w
