@@ -35,14 +35,17 @@ describe("the API fuzzer", function()
   end)
 
   describe("checks statistics, and can fail", function()
-    local function stats(process_cpu, group_cpu, ticks)
-      local function st(id, cpu)
+    local function stats(process_cpu, group_cpu, ticks, group_self)
+      local function st(id, cpu, self)
         return { id = id, name = "g", kind = "plugin", memberships = { 0 },
                  user_us = cpu, system_us = 0, cpu_us = cpu, blocking_us = 0,
+                 self_user_us = self or cpu, self_system_us = 0, self_us = self or cpu,
                  ticks = ticks or 0, durations = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
-                 events = 0, event_us = 0 }
+                 events = 0, event_us = 0, self_event_us = 0, alloc_bytes = 0,
+                 alloc_count = 0, self_alloc_bytes = 0, self_alloc_count = 0 }
       end
-      return { time = 0, process = st(0, process_cpu), groups = { st(1, group_cpu) } }
+      return { time = 0, process = st(0, process_cpu),
+               groups = { st(1, group_cpu, group_self) } }
     end
 
     it("passes consistent statistics", function()
@@ -52,6 +55,10 @@ describe("the API fuzzer", function()
 
     it("a group above the process", function()
       assert.has_error(function() fuzz.check(stats(100, 101), nil) end)
+    end)
+
+    it("a group's self time above its inclusive time", function()
+      assert.has_error(function() fuzz.check(stats(100, 50, 0, 60), nil) end)
     end)
 
     it("a statistic that went down", function()

@@ -141,11 +141,23 @@ static void credit (pm_CpuTime *acc, const pm_CpuTime *t, double share) {
   acc->cpu_us += share * t->cpu_us;
 }
 
+/* Self time at most inclusive time.  Inside a declared blocking call the
+** two can differ: a measure that ends there keeps the cycles so far, one
+** that ends after it loses them (busy_cycles), and self measures, cut at
+** every change of the innermost set, end there more often. */
+static void self_cap (pm_Meter *self, const pm_Meter *all) {
+  if (self->window_cycles > all->window_cycles)
+    self->window_cycles = all->window_cycles;
+  if (self->open_cycles > self->window_cycles)
+    self->open_cycles = self->window_cycles;
+}
+
 /* Gives meter m its share of the window's CPU time dt (cycles busy cycles
-** long): the part of earlier periods to total, that of this one held. */
+** long), unless the group's share is discarded: the part of earlier
+** periods to total, that of this one held. */
 static void meter_close (pm_Meter *m, pm_CpuTime *total, const pm_CpuTime *dt,
-                         uint64_t cycles) {
-  if (cycles > 0 && m->window_cycles <= cycles) {
+                         uint64_t cycles, int keep) {
+  if (keep) {
     credit(total, dt,
            (double)(m->window_cycles - m->open_cycles) / (double)cycles);
     credit(&m->period_time, dt, (double)m->open_cycles / (double)cycles);
@@ -176,8 +188,11 @@ static void window_close (pm_State *S, uint64_t now) {
     cycles = 0; /* the counter went backwards: discard the window */
   for (; g != NULL; g = next) {
     next = g->next_windowed;
-    meter_close(&g->all, &g->total.cpu, &dt, cycles);
-    meter_close(&g->self, &g->total.self, &dt, cycles);
+    /* a share above 100% is the inclusive one's: its self time goes too */
+    int keep = cycles > 0 && g->all.window_cycles <= cycles;
+    self_cap(&g->self, &g->all);
+    meter_close(&g->all, &g->total.cpu, &dt, cycles, keep);
+    meter_close(&g->self, &g->total.self, &dt, cycles, keep);
   }
   part = cycles > 0 ? window_in_period(S, now, cycles) : 1;
   credit(&S->process.cpu, &dt, 1 - part);
@@ -416,8 +431,10 @@ static double period_us (pm_Meter *m, double per_cycle) {
 ** In a quiet region (listeners run) it is dropped. */
 static void commit_group (pm_State *S, pm_Group *g, double per_cycle,
                           int is_event) {
-  double cpu_us = period_us(&g->all, per_cycle);
-  double self_us = period_us(&g->self, per_cycle);
+  double cpu_us, self_us;
+  self_cap(&g->self, &g->all);
+  cpu_us = period_us(&g->all, per_cycle);
+  self_us = period_us(&g->self, per_cycle);
   credit(&g->total.cpu, &g->all.period_time, 1);
   credit(&g->total.self, &g->self.period_time, 1);
   g->all.period_time = g->self.period_time = none;
@@ -523,6 +540,7 @@ void pm_sw_start (pm_State *S) {
 void pm_sw_stop (pm_State *S) {
   commit(S, COMMIT_EXACT);
   S->iter++;
+  S->self_set = NULL; /* the sets go with the last monitor */
 }
 
 /* Quiet regions are cut at both ends so that the time inside is dropped,

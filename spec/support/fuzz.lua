@@ -474,8 +474,11 @@ end
 -- Invariants
 ----------------------------------------------------------------------------
 
-local FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks", "events", "event_us" }
-local BOUNDED = { "user_us", "system_us", "cpu_us", "blocking_us" }
+local FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks", "events", "event_us",
+  "self_user_us", "self_system_us", "self_us", "self_event_us", "alloc_bytes", "alloc_count",
+  "self_alloc_bytes", "self_alloc_count" }
+local BOUNDED = { "user_us", "system_us", "cpu_us", "blocking_us", "self_us", "alloc_bytes",
+  "alloc_count" }
 
 local function check_stats(F, st, where)
   for _, f in ipairs(FIELDS) do
@@ -503,6 +506,13 @@ local function check(F, s, label)
         fail(F, ("%s: group %d (%s) %s = %d exceeds the process's %d"):format(
           where, id, st.name, f, st[f], s.process[f]))
       end
+    end
+    -- self time and memory are within the inclusive ones (1 µs: each is
+    -- truncated on its own)
+    if st.self_us > st.cpu_us + 1 or st.self_alloc_bytes > st.alloc_bytes
+        or st.self_alloc_count > st.alloc_count then
+      fail(F, ("%s: group %d (%s) self %d us, %d bytes over inclusive %d us, %d bytes"):format(
+        where, id, st.name, st.self_us, st.self_alloc_bytes, st.cpu_us, st.alloc_bytes))
     end
     -- a group runs only in events the process counts
     if st.events > s.process.events then
@@ -737,7 +747,7 @@ function STEPS.attach(F)
   end
 end
 
-local PROBES = { "jank", "blocking", "ticks", "chunks" }
+local PROBES = { "jank", "blocking", "ticks", "chunks", "memory" }
 
 function STEPS.monitor(F)
   local open = open_monitors(F)
@@ -800,6 +810,13 @@ function STEPS.snapshot(F)
     if F.cjson and F.rng:chance(0.2) then
       local t = F.cjson.decode(perfmon.json(s))
       if t.process.cpu_us ~= s.process.cpu_us then fail(F, "json changed the process's cpu_us") end
+      if not perfmon.snapshot_from_json(perfmon.json(s)):equals(s) then
+        fail(F, "snapshot_from_json did not give the snapshot back")
+      end
+      local m = perfmon.merge{ s, older }
+      if m.process.cpu_us ~= s.process.cpu_us + older.process.cpu_us then
+        fail(F, "merge did not sum the processes")
+      end
     end
   end
   F.snaps[#F.snaps + 1] = s
@@ -837,7 +854,11 @@ local function api_list(F)
     list[#list + 1] = { "subtract", getmetatable(s).subtract }
     list[#list + 1] = { "equals", getmetatable(s).equals }
   end
-  if F.cjson then list[#list + 1] = { "json", perfmon.json } end -- it needs cjson
+  if F.cjson then -- they need cjson
+    list[#list + 1] = { "json", perfmon.json }
+    list[#list + 1] = { "snapshot_from_json", perfmon.snapshot_from_json }
+    list[#list + 1] = { "merge", perfmon.merge }
+  end
   if perfmon.user_input then list[#list + 1] = { "user_input", perfmon.user_input } end
   if perfmon.animation then list[#list + 1] = { "animation", perfmon.animation } end
   if F.watcher then
