@@ -376,6 +376,15 @@ describe("perfmon.busted's assertions", function()
     assert.matches("plugin 'burner' spent", err, 1, true)
   end)
 
+  it("refuses module prefixes that are not a list of strings", function()
+    assert.has_error(function() pmbusted.modules("src/") end,
+      "bad argument #1 to 'modules' (table expected, got string)")
+    assert.has_error(function() pmbusted.modules{ "src/", 3 } end,
+      "bad argument #1 to 'modules' (prefixes expected: index 2 is number)")
+    assert.has_error(function() pmbusted.modules{ "" } end,
+      "bad argument #1 to 'modules' (prefixes expected: index 1 is empty)")
+  end)
+
   it("measures one event and leaves no monitor open", function()
     local us, groups = pmbusted.measure(function() burn(10) end)
     near(10 * MS, us, "measure")

@@ -38,6 +38,7 @@
 -- ended at the test's end, and the test is marked (`note`).
 
 local perfmon = require("perfmon")
+local args = require("perfmon.args")
 local text = require("perfmon.text")
 
 local M = {}
@@ -194,11 +195,11 @@ end
 -- the module groups.
 function M.modules(prefixes)
   if type(prefixes) ~= "table" then
-    require("perfmon.args").error(1, "modules", "table expected, got " .. type(prefixes))
+    args.error(1, "modules", "table expected, got " .. type(prefixes))
   end
   for i, p in ipairs(prefixes) do
     if type(p) ~= "string" or p == "" then
-      require("perfmon.args").error(1, "modules",
+      args.error(1, "modules",
         ("prefixes expected: index %d is %s"):format(i, p == "" and "empty" or type(p)))
     end
   end

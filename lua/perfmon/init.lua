@@ -403,11 +403,10 @@ local function stats_add(a, b)
   a.longest = longest(a.durations)
 end
 
+-- A copy of st's figures under id, with no memberships yet.
 local function stats_copy(st, id)
-  local c = { id = id, name = st.name, kind = st.kind, memberships = {} }
-  for _, f in ipairs(STAT_FIELDS) do c[f] = st[f] end
-  for _, h in ipairs(HISTOGRAMS) do c[h] = table.move(st[h], 1, #st[h], 1, {}) end
-  c.longest = longest(c.durations)
+  local c = stats_minus(st, nil)
+  c.id, c.memberships = id, {}
   return c
 end
 
