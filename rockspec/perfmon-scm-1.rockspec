@@ -58,6 +58,7 @@ build = {
     ["perfmon.args"] = "lua/perfmon/args.lua",
     ["perfmon.busted"] = "lua/perfmon/busted.lua",
     ["perfmon.flamegraph"] = "lua/perfmon/flamegraph.lua",
+    ["perfmon.fleet"] = "lua/perfmon/fleet.lua",
     ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
     ["perfmon.loader"] = "lua/perfmon/loader.lua",
     ["perfmon.openmetrics"] = "lua/perfmon/openmetrics.lua",

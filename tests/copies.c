@@ -232,8 +232,8 @@ static void never_loaded (void) {
 
 static void messages (void) {
   static const int codes[] = {PERFMON_OK, PERFMON_ENOTLOADED, PERFMON_EMISUSE,
-                              PERFMON_EOTHERCOPY};
-  static const int others[] = {1, -4, INT_MIN, INT_MAX};
+                              PERFMON_EOTHERCOPY, PERFMON_ELUA};
+  static const int others[] = {1, -5, INT_MIN, INT_MAX};
   const char *unknown = "unknown perfmon error code";
   int i, j, n = (int)(sizeof(codes) / sizeof(codes[0]));
   for (i = 0; i < n; i++) {
