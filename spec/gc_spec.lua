@@ -124,8 +124,10 @@ describe("perfmon across garbage collection", function()
     local m <close> = perfmon.monitor{ "ticks", "jank" }
     local s0 = m:snapshot()
     local expected, timed = {}, {}
+    local keep = {} -- the handles: a group outlives its dropped chunk and env
     for i = 1, N do
       local g = perfmon.group{ name = "gc-plugin-" .. i, kind = "plugin" }
+      keep[i] = g
       local env = new_env()
       local work, main_ticks = load_plugin(i, g, env, ("=gc_plugin_%05d"):format(i))
       local k = 1 + i % 7
@@ -198,8 +200,10 @@ return work
     local s0 = m:snapshot()
     local expected = {}
     local prev, prev_id
+    local keep = {} -- the handles: a group outlives its dropped chunk and env
     for i = 1, N do
       local g = perfmon.group{ name = "co-plugin-" .. i, kind = "plugin" }
+      keep[i] = g
       local env = new_env()
       local work
       if i % 2 == 0 then
@@ -232,10 +236,12 @@ return work
 
   it("a monitor closed after everything was dropped and collected, then a new one: still exact", function()
     local survivors, expected1 = {}, {}
+    local keep = {} -- the handles: a group outlives its dropped chunk and env
     local m1 = perfmon.monitor{ "ticks", "jank" }
     local s0 = m1:snapshot()
     for i = 1, 600 do
       local g = perfmon.group{ name = "era1-" .. i, kind = "plugin" }
+      keep[#keep + 1] = g
       local env = new_env()
       local work, main_ticks = load_plugin(i, g, env, ("=era1_%05d"):format(i))
       local k = 1 + i % 3
@@ -276,6 +282,7 @@ return work
     end
     for i = 1, 600 do
       local g = perfmon.group{ name = "era2-" .. i, kind = "plugin" }
+      keep[#keep + 1] = g
       local work, main_ticks = load_plugin(i + 1, g, new_env(), ("=era2_%05d"):format(i))
       local k = 1 + i % 5
       for _ = 1, k do work(20) end

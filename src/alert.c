@@ -89,8 +89,8 @@ void pm_alert_watch (lua_State *L, pm_State *S, int idx, double jank_us,
   S->input_window = input_window_us;
   S->alert_due = 0; /* the next event's end asks it when to call again */
   if (!S->watching) { /* nobody will take them: no stale alert later */
-    for (i = 1; i <= S->ngroups; i++) {
-      pm_Group *g = pm_group_get(S, i);
+    for (i = 0; i < S->ngroups; i++) {
+      pm_Group *g = S->groups[i];
       g->alert_reason = PM_ALERT_NONE;
       g->alert_jank = g->alert_self = g->alert_blocking = 0;
     }
@@ -142,11 +142,11 @@ static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
 void pm_alert_take (lua_State *L, pm_State *S) {
   int i, n = 0;
   lua_createtable(L, S->alerts_pending, 0);
-  for (i = 1; i <= S->ngroups; i++)
-    if (pm_group_get(S, i)->alert_reason != PM_ALERT_NONE)
-      push_alert(L, S, pm_group_get(S, i), ++n);
-  for (i = 1; i <= S->ngroups; i++) {
-    pm_Group *g = pm_group_get(S, i);
+  for (i = 0; i < S->ngroups; i++)
+    if (S->groups[i]->alert_reason != PM_ALERT_NONE)
+      push_alert(L, S, S->groups[i], ++n);
+  for (i = 0; i < S->ngroups; i++) {
+    pm_Group *g = S->groups[i];
     g->alert_reason = PM_ALERT_NONE;
     g->alert_jank = g->alert_self = g->alert_blocking = 0;
   }

@@ -33,13 +33,40 @@ pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind) {
     pm_free(S, g, sizeof(*g));
     return NULL;
   }
-  g->id = S->ngroups + 1;
+  g->id = ++S->lastid;
+  g->refs = 1;
   S->groups[S->ngroups++] = g;
   return g;
 }
 
+/* S->groups is sorted by id: ids grow and sweeps keep the order. */
 pm_Group *pm_group_get (pm_State *S, int id) {
-  return (id >= 1 && id <= S->ngroups) ? S->groups[id - 1] : NULL;
+  int lo = 0, hi = S->ngroups - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (S->groups[mid]->id < id)
+      lo = mid + 1;
+    else if (S->groups[mid]->id > id)
+      hi = mid - 1;
+    else
+      return S->groups[mid];
+  }
+  return NULL;
+}
+
+void pm_group_release (pm_State *S, pm_Group *g) {
+  if (--g->refs == 0) {
+    g->dead = 1;
+    S->ndead++;
+  }
+}
+
+static void group_free (pm_State *S, pm_Group *g) {
+  pm_strfree(S, g->name);
+  pm_strfree(S, g->kind);
+  if (g->envs != NULL)
+    pm_free(S, g->envs, (size_t)g->envcap * sizeof(pm_Env *));
+  pm_free(S, g, sizeof(*g));
 }
 
 static int is_function (uintptr_t v, void *arg) {
@@ -90,13 +117,35 @@ static int env_find (const pm_Env *e, const pm_Group *g) {
   return -1;
 }
 
+/* g's own list of environments: memberships read it instead of every
+** environment there is. */
+static int group_add_env (pm_State *S, pm_Group *g, pm_Env *e) {
+  pm_Env **a =
+      pm_grow(S, g->envs, g->nenv, g->nenv + 1, &g->envcap, sizeof(*a), 2);
+  if (a == NULL)
+    return 0;
+  g->envs = a;
+  g->envs[g->nenv++] = e;
+  g->refs++;
+  return 1;
+}
+
+static void group_drop_env (pm_State *S, pm_Group *g, const pm_Env *e) {
+  int i;
+  for (i = 0; i < g->nenv; i++)
+    if (g->envs[i] == e) {
+      g->envs[i] = g->envs[--g->nenv];
+      break;
+    }
+  pm_group_release(S, g);
+}
+
 int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g) {
   if (env_find(e, g) >= 0)
     return 1;
-  if (e->n == PM_ENV_GROUPS)
+  if (e->n == PM_ENV_GROUPS || !group_add_env(S, g, e))
     return 0;
   e->g[e->n++] = g;
-  g->nenv++;
   pm_functions_forget(S);
   return 1;
 }
@@ -106,7 +155,7 @@ int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g) {
   if (i < 0)
     return 0;
   e->g[i] = e->g[--e->n];
-  g->nenv--;
+  group_drop_env(S, g, e);
   pm_functions_forget(S);
   return 1;
 }
@@ -114,7 +163,7 @@ int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g) {
 static void env_free (pm_State *S, pm_Env *e) {
   int i;
   for (i = 0; i < e->n; i++)
-    e->g[i]->nenv--;
+    group_drop_env(S, e->g[i], e);
   if (e->prev)
     e->prev->next = e->next;
   else
@@ -224,6 +273,8 @@ void pm_chunk_forget (pm_State *S, pm_Chunk *c) {
     return;
   if (c->env)
     pm_env_unref(S, c->env);
+  if (c->group)
+    pm_group_release(S, c->group); /* a chunk group dies with its chunk */
   pm_free(S, c, sizeof(*c));
 }
 
@@ -262,6 +313,7 @@ int pm_source_attach (pm_State *S, const char *prefix, size_t len,
   src->prefix[len] = '\0';
   src->len = len;
   src->g = g;
+  g->refs++;
   S->nsources++;
   pm_functions_forget(S);
   return 1;
@@ -274,6 +326,7 @@ int pm_source_detach (pm_State *S, const char *prefix, size_t len,
     return 0;
   pm_free(S, S->sources[i].prefix, S->sources[i].len + 1);
   S->sources[i] = S->sources[--S->nsources];
+  pm_group_release(S, g);
   pm_functions_forget(S);
   return 1;
 }
@@ -314,8 +367,8 @@ static void sort_groups (pm_Group **g, int n) {
   }
 }
 
-static int sets_grow (pm_State *S) {
-  size_t cap = S->sets ? (S->setmask + 1) * 2 : 64, i;
+static int sets_resize (pm_State *S, size_t cap) {
+  size_t i;
   pm_Set **a = pm_alloc(S, cap * sizeof(*a));
   if (a == NULL)
     return 0;
@@ -347,7 +400,8 @@ static pm_Set *set_intern (pm_State *S, pm_Group **g, int n) {
       if (s->hash == h && s->n == n &&
           memcmp(s->g, g, (size_t)n * sizeof(*g)) == 0)
         return s;
-  if ((S->sets == NULL || S->nsets + 1 > S->setmask + 1) && !sets_grow(S))
+  if ((S->sets == NULL || S->nsets + 1 > S->setmask + 1) &&
+      !sets_resize(S, S->sets ? (S->setmask + 1) * 2 : 64))
     return NULL;
   size = sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
   s = pm_alloc(S, size);
@@ -432,7 +486,7 @@ void pm_sets_free (pm_State *S) {
 
 /*
 ** {======================================================
-** Memberships and teardown
+** Memberships
 ** =======================================================
 */
 
@@ -444,32 +498,112 @@ static int add_id (int *ids, int n, int max, int id) {
 
 int pm_memberships (pm_State *S, pm_Group *g, int *ids, int max) {
   pm_Group *cand[PM_ENV_GROUPS];
-  int ncand = -1, n = 0, i;
-  const pm_Env *e;
+  int ncand = 0, n = 0, i, k, j;
+  (void)S;
   n = add_id(ids, n, max, 0); /* everything runs in the process */
   if (g->chunk_env != NULL) {
     for (i = 0; i < g->chunk_env->n; i++)
       n = add_id(ids, n, max, g->chunk_env->g[i]->id);
     return n;
   }
-  for (e = S->envs; e != NULL && ncand != 0; e = e->next) {
-    int k = 0;
-    if (env_find(e, g) < 0)
-      continue;
-    if (ncand < 0) { /* first environment: every other group is a candidate */
+  for (k = 0; k < g->nenv; k++) {
+    const pm_Env *e = g->envs[k];
+    int m = 0;
+    if (k == 0) { /* first environment: every other group is a candidate */
       for (i = 0; i < e->n; i++)
         if (e->g[i] != g)
-          cand[k++] = e->g[i];
+          cand[m++] = e->g[i];
     } else { /* later ones: keep the candidates attached here too */
-      for (i = 0; i < ncand; i++)
-        if (env_find(e, cand[i]) >= 0)
-          cand[k++] = cand[i];
+      for (j = 0; j < ncand; j++)
+        if (env_find(e, cand[j]) >= 0)
+          cand[m++] = cand[j];
     }
-    ncand = k;
+    if ((ncand = m) == 0)
+      break;
   }
   for (i = 0; i < ncand; i++)
     n = add_id(ids, n, max, cand[i]->id);
   return n;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Sweeping dead groups, and teardown
+** =======================================================
+*/
+
+static int set_dying (const pm_Set *s) {
+  int i;
+  for (i = 0; i < s->n; i++)
+    if (s->g[i]->dying)
+      return 1;
+  return 0;
+}
+
+/* Frees every set naming a dying group; returns how many. */
+static size_t sets_reap (pm_State *S) {
+  size_t i, freed = 0;
+  for (i = 0; S->sets != NULL && i <= S->setmask; i++) {
+    pm_Set **p = &S->sets[i];
+    while (*p != NULL) {
+      pm_Set *s = *p;
+      if (set_dying(s)) {
+        *p = s->next;
+        pm_free(S, s, set_size(s));
+        S->nsets--;
+        freed++;
+      } else
+        p = &s->next;
+    }
+  }
+  return freed;
+}
+
+/* The dying group's last links: a pending alert, its chunk's environment. */
+static void group_reap (pm_State *S, pm_Group *g) {
+  if (g->alert_reason != 0)
+    S->alerts_pending--;
+  if (g->chunk_env != NULL)
+    pm_env_unref(S, g->chunk_env);
+  group_free(S, g);
+}
+
+int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
+  const pm_Group *g;
+  int i, n = 0, freed;
+  if (S->ndead == 0)
+    return 0;
+  for (i = 0; i < S->ngroups; i++)
+    S->groups[i]->dying = S->groups[i]->dead;
+  spare(S);
+  /* the stopwatch's lists of this period and window */
+  for (g = S->touched; g != NULL; g = g->next_touched)
+    ((pm_Group *)g)->dying = 0;
+  for (g = S->windowed; g != NULL; g = g->next_windowed)
+    ((pm_Group *)g)->dying = 0;
+  if (sets_reap(S) > 0) {
+    pm_functions_forget(S);
+    if (S->setmask + 1 > 64 && S->nsets * 8 < S->setmask + 1) {
+      size_t cap = 64;
+      while (cap < S->nsets * 2)
+        cap *= 2;
+      sets_resize(S, cap); /* out of memory: kept as it is */
+    }
+    pm_map_shrink(&S->known, S->falloc, S->fud);
+  }
+  for (i = 0; i < S->ngroups; i++) {
+    pm_Group *d = S->groups[i];
+    if (d->dying)
+      group_reap(S, d); /* may release live groups: the next sweep's */
+    else
+      S->groups[n++] = d;
+  }
+  freed = S->ngroups - n;
+  S->ngroups = n;
+  S->ndead -= freed;
+  return freed;
 }
 
 void pm_groups_free (pm_State *S) {
@@ -479,11 +613,8 @@ void pm_groups_free (pm_State *S) {
     S->envs = e->next;
     pm_free(S, e, sizeof(*e));
   }
-  for (i = 0; i < S->ngroups; i++) {
-    pm_strfree(S, S->groups[i]->name);
-    pm_strfree(S, S->groups[i]->kind);
-    pm_free(S, S->groups[i], sizeof(pm_Group));
-  }
+  for (i = 0; i < S->ngroups; i++)
+    group_free(S, S->groups[i]);
   if (S->groups)
     pm_free(S, S->groups, (size_t)S->groupcap * sizeof(pm_Group *));
   S->groups = NULL;

@@ -3,8 +3,11 @@
 ** the environments and chunks that map code to groups.
 **
 ** A group is what perfmon reports on: a plugin, a page, a sandbox, a chunk.
-** Groups live as long as the lua_State: their numbers are monotonic and a
-** snapshot may name any group ever made.
+** Groups die as Firefox's do: a group is counted (refs) by its Lua handle,
+** each environment and source prefix it is attached to, and its chunk (a
+** chunk group); at zero it is dead, left out of snapshots, and freed by
+** the next sweep (pm_groups_sweep) once no frame or stopwatch list holds
+** it.  Ids are never reused.
 **
 ** A set is the interned, sorted list of the active groups a function
 ** belongs to.  Sets are compared by address, so "does this call change the
@@ -61,9 +64,13 @@ typedef struct pm_Meter {
 typedef struct pm_Env pm_Env;
 
 typedef struct pm_Group {
-  int id; /* 1.., index + 1 in pm_State.groups; 0 is the process */
+  int id; /* 1.., never reused; 0 is the process */
   char *name, *kind;
-  int nenv; /* environments this group is attached to */
+  int refs; /* its handle, environments, source prefixes, its chunk */
+  int dead; /* refs reached 0: no longer reported, freed by a sweep */
+  int dying; /* a sweep frees it: nothing running holds it */
+  pm_Env **envs; /* the environments it is attached to, for memberships */
+  int nenv, envcap;
   pm_Env *chunk_env; /* chunk groups: the chunk's environment */
   /* stopwatch (stopwatch.c) */
   uint64_t owner_iter; /* iteration its stopwatch runs in; 0: stopped */
@@ -121,8 +128,18 @@ typedef struct pm_Chunk {
   pm_Group *group; /* its chunk group, made while "chunks" is probed */
 } pm_Chunk;
 
+/* A new group with one reference (its handle, or its chunk). */
 pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind);
+/* The group with that id, NULL when it never was or was freed; a dead
+** group not yet swept is returned, marked. */
 pm_Group *pm_group_get (pm_State *S, int id);
+/* Drops a reference.  Never frees: safe inside the allocator wrapper. */
+void pm_group_release (pm_State *S, pm_Group *g);
+/* Frees the dead groups nothing running holds, with the sets that name
+** them: spare(S) clears `dying` on the groups of every frame alive (hook.c).
+** Forgets every cached function -> set when a set goes.  Not from the hook
+** nor the allocator.  Returns how many were freed. */
+int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S));
 
 pm_Env *pm_env_get (pm_State *S, const void *table, int create);
 int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g);
@@ -152,7 +169,8 @@ pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
 void pm_sets_free (pm_State *S);
 
 /* Groups that contain g: attached to every environment g is attached to
-** (for a chunk group, its environment's groups).  Writes up to max ids. */
+** (for a chunk group, its environment's groups), read from g's own list of
+** environments.  Writes up to max ids. */
 int pm_memberships (pm_State *S, pm_Group *g, int *ids, int max);
 
 /* Forgets every cached function -> set resolution: called whenever what a

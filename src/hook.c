@@ -893,6 +893,31 @@ void pm_hook_settle (lua_State *L, pm_State *S) {
     unwind_dead(t);
 }
 
+static void spare_set (const pm_Set *s) {
+  int i;
+  for (i = 0; s != NULL && i < s->n; i++)
+    s->g[i]->dying = 0;
+}
+
+static int spare_thread (uintptr_t v, void *arg) {
+  (void)arg;
+  if (PM_TAG(v) == PM_THREAD) {
+    const pm_Thread *t = PM_PTR(v);
+    int i;
+    for (i = 0; i < t->n; i++)
+      spare_set(t->f[i].set);
+  }
+  return 0;
+}
+
+/* A dead group on a shadow stack (a frame of a function detached while it
+** ran, a coroutine suspended in it) stays until that frame is gone: its
+** set, and the stopwatch the frame started, still name it. */
+void pm_hook_spare (pm_State *S) {
+  spare_set(S->self_set);
+  pm_map_filter(&S->known, spare_thread, NULL);
+}
+
 void pm_thread_forget (pm_State *S, pm_Thread *t) {
   if (t == S->current)
     pm_sw_self(S, S->empty);
@@ -915,27 +940,20 @@ void pm_hook_close (pm_State *S) {
 ** =======================================================
 */
 
-typedef struct Usage {
-  size_t bytes;
-  int maxdepth;
-} Usage;
-
-static int add_usage (uintptr_t v, void *arg) {
-  Usage *u = arg;
+static int add_depth (uintptr_t v, void *arg) {
+  int *maxdepth = arg;
   if (PM_TAG(v) == PM_THREAD) {
-    pm_Thread *t = PM_PTR(v);
-    u->bytes += sizeof(*t) + (size_t)t->cap * sizeof(pm_Frame);
-    if (t->cap > u->maxdepth)
-      u->maxdepth = t->cap;
+    const pm_Thread *t = PM_PTR(v);
+    if (t->cap > *maxdepth)
+      *maxdepth = t->cap;
   }
   return 0;
 }
 
-size_t pm_hook_bytes (pm_State *S, int *maxdepth) {
-  Usage u = {0, 0};
-  pm_map_filter(&S->known, add_usage, &u);
-  *maxdepth = u.maxdepth;
-  return u.bytes;
+int pm_hook_capacity (pm_State *S) {
+  int maxdepth = 0;
+  pm_map_filter(&S->known, add_depth, &maxdepth);
+  return maxdepth;
 }
 
 /* }====================================================== */

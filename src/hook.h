@@ -85,6 +85,9 @@ int pm_hook_chain (pm_State *S, lua_State *co, lua_Hook h, int mask, int count);
 lua_Hook pm_hook_chained (pm_State *S, lua_State *co, int *mask, int *count);
 
 void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
+/* Clears `dying` on every group a shadow stack holds: pm_groups_sweep's
+** spare. */
+void pm_hook_spare (pm_State *S);
 void pm_hook_close (pm_State *S); /* lua_close */
 
 /* The set of the function on the top of the stack, resolved and cached as
@@ -95,7 +98,8 @@ const pm_Set *pm_hook_set (lua_State *L, pm_State *S);
 /* Registers a chunk's main function with its environment (perfmon.load). */
 int pm_hook_chunk (lua_State *L, pm_State *S, int fidx);
 
-size_t pm_hook_bytes (pm_State *S, int *maxdepth);
+/* The deepest shadow stack's capacity, in frames. */
+int pm_hook_capacity (pm_State *S);
 
 /* Picks the fast hook when frame.h's accessors pass their check and
 ** PERFMON_PATH is not "public"; names the one in use. */

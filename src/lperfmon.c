@@ -41,9 +41,20 @@ static void *nomem (lua_State *L) {
 ** =======================================================
 */
 
+/* A handle's id is negated when it is collected: a finalizer that brings
+** it back holds a group that may be freed. */
 static pm_Group *check_group (lua_State *L, int arg) {
   int *id = luaL_checkudata(L, arg, GROUP_MT);
+  if (*id <= 0)
+    luaL_argerror(L, arg, "perfmon.group was collected");
   return pm_group_get(state(L), *id);
+}
+
+/* Frees dead groups, as perfmon's own work: charged to nobody. */
+static void sweep (pm_State *S) {
+  pm_sw_own(S, 1);
+  pm_groups_sweep(S, pm_hook_spare);
+  pm_sw_own(S, 0);
 }
 
 /* A name field of the table at 1.  The core keeps names as C strings, so a
@@ -66,13 +77,18 @@ static const char *field_string (lua_State *L, const char *key) {
 
 /* perfmon.group{name = ..., kind = ...} */
 static int l_group (lua_State *L) {
+  pm_State *S;
   pm_Group *g;
   int *id;
   const char *name, *kind;
   luaL_checktype(L, 1, LUA_TTABLE);
   name = field_string(L, "name"); /* in order: the first bad one is named */
   kind = field_string(L, "kind");
-  g = pm_group_new(state(L), name, kind);
+  S = state(L);
+  /* a host that makes groups and never takes a snapshot frees them too */
+  if (S->ndead >= 256 && 2 * S->ndead >= S->ngroups)
+    sweep(S);
+  g = pm_group_new(S, name, kind);
   if (g == NULL)
     return (nomem(L), 0);
   id = lua_newuserdatauv(L, sizeof(int), 0);
@@ -95,6 +111,17 @@ static int group_index (lua_State *L) {
   else
     lua_pushnil(L);
   return 1;
+}
+
+/* The handle is one of the group's references. */
+static int group_gc (lua_State *L) {
+  int *id = luaL_checkudata(L, 1, GROUP_MT);
+  pm_State *S = pm_state_get(L);
+  pm_Group *g = (S != NULL && *id > 0) ? pm_group_get(S, *id) : NULL;
+  if (g != NULL)
+    pm_group_release(S, g);
+  *id = -*id;
+  return 0;
 }
 
 static int group_tostring (lua_State *L) {
@@ -296,10 +323,13 @@ static int build_stats (lua_State *L) {
   }
   push_stats(L, 0, "process", "process", &S->process, ids, 0);
   lua_setfield(L, -2, "process");
-  lua_createtable(L, S->ngroups, 0);
-  for (i = 1; i <= S->ngroups; i++) {
-    pm_Group *g = pm_group_get(S, i);
-    int n = pm_memberships(S, g, ids, PM_ENV_GROUPS + 2);
+  lua_createtable(L, 0, S->ngroups - S->ndead);
+  for (i = 0; i < S->ngroups; i++) {
+    pm_Group *g = S->groups[i];
+    int n;
+    if (g->dead)
+      continue;
+    n = pm_memberships(S, g, ids, PM_ENV_GROUPS + 2);
     push_stats(L, g->id, g->name, g->kind, &g->total, ids, n);
     lua_rawseti(L, -2, g->id);
   }
@@ -315,6 +345,7 @@ static int l_stats (lua_State *L) {
   int lost = pm_hook_lost(L, S), status;
   pm_hook_settle(L, S);
   pm_sw_snapshot(S);
+  sweep(S);
   lua_pushcfunction(L, build_stats);
   lua_pushlightuserdata(L, S);
   lua_pushboolean(L, lost);
@@ -395,8 +426,6 @@ static int l_fleet_entries (lua_State *L) {
 /* core.info() -> what perfmon runs on and holds */
 static int l_info (lua_State *L) {
   pm_State *S = state(L);
-  int depth;
-  size_t bytes = pm_hook_bytes(S, &depth);
   lua_createtable(L, 0, 10);
   lua_pushstring(L, pm_clock_name());
   lua_setfield(L, -2, "clock");
@@ -412,11 +441,11 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "monitors");
   lua_pushboolean(L, pm_hook_lost(L, S));
   lua_setfield(L, -2, "hook_lost");
-  lua_pushinteger(L, S->ngroups);
+  lua_pushinteger(L, S->ngroups - S->ndead);
   lua_setfield(L, -2, "groups");
-  lua_pushinteger(L, (lua_Integer)(bytes + pm_map_bytes(&S->known)));
+  lua_pushinteger(L, (lua_Integer)(S->bytes + pm_map_bytes(&S->known)));
   lua_setfield(L, -2, "bytes");
-  lua_pushinteger(L, depth);
+  lua_pushinteger(L, pm_hook_capacity(S));
   lua_setfield(L, -2, "shadow_capacity");
   lua_pushinteger(L, (lua_Integer)(sizeof(pm_Group) + sizeof(pm_Env)));
   lua_setfield(L, -2, "bytes_per_group");
@@ -796,8 +825,10 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"hook_functions", l_hook_functions},
                                       {NULL, NULL}};
 
-static const luaL_Reg group_meta[] = {
-    {"__index", group_index}, {"__tostring", group_tostring}, {NULL, NULL}};
+static const luaL_Reg group_meta[] = {{"__index", group_index},
+                                      {"__tostring", group_tostring},
+                                      {"__gc", group_gc},
+                                      {NULL, NULL}};
 
 LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   int i;

@@ -127,10 +127,8 @@ static void set_num (lua_State *L, const char *k, double v) {
 ** every record by its index, after the allocation before it.
 */
 
-/* ... -> ... { file, line, name, what, group, group_id } per function;
-** once the state closes its groups are gone, and so are the fields. */
+/* ... -> ... { file, line, name, what, group, group_id } per function */
 static void push_funcs (lua_State *L, pm_Profiler *P, uint32_t n) {
-  int groups = pm_state_get(L) != NULL;
   uint32_t i;
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
@@ -145,10 +143,10 @@ static void push_funcs (lua_State *L, pm_Profiler *P, uint32_t n) {
     }
     lua_pushstring(L, f.what == 'C' ? "C" : (f.what == 'm' ? "main" : "Lua"));
     lua_setfield(L, -2, "what");
-    if (f.group != NULL && groups) {
-      lua_pushstring(L, f.group->name);
+    if (f.group_id != 0) {
+      lua_pushstring(L, f.group);
       lua_setfield(L, -2, "group");
-      set_int(L, "group_id", f.group->id);
+      set_int(L, "group_id", f.group_id);
     }
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }

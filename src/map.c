@@ -26,9 +26,8 @@ static unsigned log2_of (size_t cap) {
   return n;
 }
 
-static int grow (pm_Map *m, lua_Alloc f, void *ud) {
+static int resize (pm_Map *m, size_t cap, lua_Alloc f, void *ud) {
   size_t oldcap = m->e ? m->mask + 1 : 0;
-  size_t cap = oldcap ? oldcap * 2 : 64;
   pm_MapEntry *old = m->e;
   pm_MapEntry *e = f(ud, NULL, 0, cap * sizeof(*e));
   size_t i;
@@ -59,7 +58,7 @@ int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
   }
   /* keep the load under 1/2 so that probes stay short */
   if (m->e == NULL || (m->count + 1) * 2 > m->mask + 1)
-    if (!grow(m, f, ud))
+    if (!resize(m, m->e ? (m->mask + 1) * 2 : 64, f, ud))
       return 0;
   insert_new(m, key, val);
   return 1;
@@ -109,6 +108,15 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
     else
       i++;
   }
+}
+
+void pm_map_shrink (pm_Map *m, lua_Alloc f, void *ud) {
+  size_t cap = 64;
+  if (m->e == NULL || m->mask + 1 <= 64 || m->count * 8 >= m->mask + 1)
+    return;
+  while (cap < m->count * 4)
+    cap *= 2;
+  resize(m, cap, f, ud); /* when memory runs out, m stays as it was */
 }
 
 void pm_map_free (pm_Map *m, lua_Alloc f, void *ud) {

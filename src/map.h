@@ -51,6 +51,9 @@ uintptr_t pm_map_del (pm_Map *m, const void *key);
 /* Removes every entry for which drop(val) is true. */
 void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
                     void *arg);
+/* Gives memory back once it is under 1/8 full: never from the hook or the
+** allocator, only where a long pause is the caller's own (a sweep). */
+void pm_map_shrink (pm_Map *m, lua_Alloc f, void *ud);
 void pm_map_free (pm_Map *m, lua_Alloc f, void *ud);
 size_t pm_map_bytes (const pm_Map *m);
 

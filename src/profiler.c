@@ -76,6 +76,10 @@ static int grow (pm_Profiler *P, void **a, uint32_t *cap, uint32_t need,
 }
 
 static void free_records (pm_Profiler *P) {
+  uint32_t i;
+  for (i = 0; i < P->nfuncs; i++)
+    if (P->funcs[i].group != NULL)
+      raw_alloc(P, P->funcs[i].group, strlen(P->funcs[i].group) + 1, 0);
   raw_alloc(P, P->funcs, (size_t)P->capfuncs * sizeof(pm_Func), 0);
   raw_alloc(P, P->nodes, (size_t)P->capnodes * sizeof(pm_Node), 0);
   raw_alloc(P, P->ring, (size_t)P->cap * sizeof(pm_Sample), 0);
@@ -147,13 +151,14 @@ static int64_t func_intern (pm_Profiler *P, const Level *lv) {
   uint32_t h = fnv(2166136261u, lv->src, strlen(lv->src)), j;
   pm_Func *f;
   h = fnv(h, name, nlen);
-  h = mix(h, (uint64_t)(uintptr_t)lv->group);
+  int gid = lv->group != NULL ? lv->group->id : 0;
+  h = mix(h, (uint64_t)gid);
   h = mix(h, (uint64_t)(int64_t)lv->defined * 8 + (uint64_t)lv->what);
   if (P->fidx.slot != NULL) {
     for (j = h & P->fidx.mask; P->fidx.slot[j] != 0;
          j = (j + 1) & P->fidx.mask) {
       f = &P->funcs[P->fidx.slot[j] - 1];
-      if (f->hash == h && f->line == lv->defined && f->group == lv->group &&
+      if (f->hash == h && f->line == lv->defined && f->group_id == gid &&
           f->what == lv->what && strncmp(f->name, name, nlen) == 0 &&
           f->name[nlen] == '\0' && strcmp(f->src, lv->src) == 0)
         return P->fidx.slot[j] - 1;
@@ -168,7 +173,14 @@ static int64_t func_intern (pm_Profiler *P, const Level *lv) {
   f = &P->funcs[P->nfuncs];
   f->hash = h;
   f->line = lv->defined;
-  f->group = lv->group;
+  f->group_id = gid;
+  f->group = NULL;
+  if (lv->group != NULL) {
+    size_t glen = strlen(lv->group->name) + 1;
+    if ((f->group = raw_alloc(P, NULL, 0, glen)) == NULL)
+      return -1;
+    memcpy(f->group, lv->group->name, glen);
+  }
   f->what = lv->what;
   memcpy(f->src, lv->src, sizeof(f->src));
   memcpy(f->name, name, nlen);

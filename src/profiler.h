@@ -72,10 +72,12 @@ enum {
 typedef struct pm_Func { /* a function as samples show it */
   uint32_t hash;
   int line; /* where it is defined; -1 for a C function */
-  pm_Group *group; /* its performance group, or NULL */
+  int group_id; /* its performance group's id, or 0 */
   char what; /* 'L' Lua, 'C' C, 'm' a main chunk */
   char src[LUA_IDSIZE]; /* short_src */
   char name[PM_PROF_NAME]; /* how it was called; "" when Lua cannot tell */
+  /* its group's name, copied: a group may die before its samples are read */
+  char *group;
 } pm_Func;
 
 typedef struct pm_Node { /* a stack: a node of the trie of all stacks seen */

@@ -121,11 +121,15 @@ static void set_mark (lua_State *L) {
 /* }====================================================== */
 
 void *pm_alloc (pm_State *S, size_t n) {
-  return S->falloc(S->fud, NULL, 0, n);
+  void *p = S->falloc(S->fud, NULL, 0, n);
+  if (p != NULL)
+    S->bytes += n;
+  return p;
 }
 
 void pm_free (pm_State *S, void *p, size_t n) {
   S->falloc(S->fud, p, n, 0);
+  S->bytes -= n;
 }
 
 void *pm_grow (pm_State *S, void *a, int n, int need, int *cap, size_t size,

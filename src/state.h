@@ -74,10 +74,13 @@ struct pm_State {
   int count_allocs; /* the memory probe is held: allocs counts */
   pm_Allocs allocs; /* every allocation counted, monotonic */
   pm_Map known;
+  size_t bytes; /* perfmon's own records (pm_alloc), beside known's */
 
   /* group.c */
-  pm_Group **groups;
+  pm_Group **groups; /* live and dead not yet swept, by id */
   int ngroups, groupcap;
+  int lastid; /* ids made so far */
+  int ndead; /* dead groups among them */
   pm_Env *envs;
   pm_Source *sources;
   int nsources, sourcecap;
