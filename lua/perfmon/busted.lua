@@ -57,8 +57,16 @@ local current         -- the record (test or file) whose event is open
 local suspended       -- the record whose event a program's event suspended
 local user_depth = 0  -- events the program under test holds
 
+local raw_snapshot, raw_state_snapshot = nil, perfmon.snapshot
+
 local function monitor()
-  if not mon then mon = perfmon.monitor{ "jank", "ticks" } end
+  if not mon then
+    mon = perfmon.monitor{ "jank", "ticks" }
+    -- every monitor's method: the program's snapshots are wrapped below
+    local Monitor = getmetatable(mon)
+    raw_snapshot = raw_snapshot or Monitor.snapshot
+    Monitor.snapshot = M.program_snapshot
+  end
   return mon
 end
 
@@ -78,9 +86,17 @@ end
 
 -- Opens rec's event (a new stretch of it).
 local function open(rec)
-  rec.snap = monitor():snapshot()
+  rec.snap = raw_snapshot(monitor())
   raw_begin()
   current = rec
+end
+
+-- Adds to rec what ran since its stretch opened: its own event, and the
+-- events the program under test ran while rec's was suspended.
+local function tally(rec)
+  local d = raw_snapshot(mon):subtract(rec.snap)
+  rec.cpu_us = rec.cpu_us + d.process.cpu_us
+  add_groups(rec.groups, d)
 end
 
 -- Closes the event of the current record and adds what it spent.
@@ -88,31 +104,23 @@ local function close()
   local rec = current
   current = nil
   raw_end()
-  rec.closed_snap = mon:snapshot()
-  local d = rec.closed_snap:subtract(rec.snap)
-  rec.cpu_us = rec.cpu_us + d.process.cpu_us
-  add_groups(rec.groups, d)
+  tally(rec)
   return rec
 end
 
--- Adds to rec what ran since its event closed: the events the program
--- under test ran itself, suspending rec's.
-local function add_since_closed(rec)
-  local d = mon:snapshot():subtract(rec.closed_snap)
-  rec.cpu_us = rec.cpu_us + d.process.cpu_us
-  add_groups(rec.groups, d)
-end
-
+-- A suspension takes no snapshot (the program may run thousands of
+-- events in one test): the stretch's snapshots count what it ran.
 local function suspend()
-  if current then suspended = close() end
+  if current then
+    raw_end()
+    suspended, current = current, nil
+  end
 end
 
 local function resume()
   if suspended and user_depth == 0 then
-    local rec = suspended
-    suspended = nil
-    add_since_closed(rec)
-    open(rec)
+    current, suspended = suspended, nil
+    raw_begin()
   end
 end
 
@@ -144,6 +152,24 @@ perfmon.event = function(fn, ...)
   suspend()
   local _ <close> = RESUME
   return raw_event(fn, ...)
+end
+
+-- The program's snapshots, likewise: a snapshot inside an event leaves the
+-- event out, so the test's is suspended around them, and they see the
+-- test's work so far as they would without the handler.
+local function around_snapshot(take, ...)
+  if not current then return take(...) end
+  suspend()
+  local _ <close> = RESUME
+  return take(...)
+end
+
+function M.program_snapshot(self)
+  return around_snapshot(raw_snapshot, self)
+end
+
+perfmon.snapshot = function()
+  return around_snapshot(raw_state_snapshot)
 end
 
 ----------------------------------------------------------------------------
@@ -399,7 +425,7 @@ local function new_handler(options)
   local function suite_start()
     monitor()
     run.modules = module_groups(opts.modules)
-    start_snap = mon:snapshot()
+    start_snap = raw_snapshot(mon)
     return nil, true
   end
 
@@ -427,8 +453,12 @@ local function new_handler(options)
       rec.note = "the test left a perfmon event open; it was ended at the test's end"
       while user_depth > 0 do pcall(raw_end); user_depth = user_depth - 1 end
     end
-    if suspended == rec then suspended = nil; add_since_closed(rec) end
-    if current == rec then close() end
+    if suspended == rec then
+      suspended = nil
+      tally(rec)
+    elseif current == rec then
+      close()
+    end
     rec.jank = rec.cpu_us >= JANK_US
     local top = top_group(rec.groups)
     rec.top = top and top.name
@@ -471,7 +501,7 @@ local function new_handler(options)
   end
 
   local function report()
-    local d = mon:snapshot():subtract(start_snap)
+    local d = raw_snapshot(mon):subtract(start_snap)
     local tests = {}
     for i, t in ipairs(run.tests) do tests[i] = t end
     table.sort(tests, function(a, b) return a.cpu_us > b.cpu_us end)
