@@ -140,13 +140,17 @@ static void group_drop_env (pm_State *S, pm_Group *g, const pm_Env *e) {
   pm_group_release(S, g);
 }
 
+/* A new environment (perfmon.load's) has no function resolved through it
+** yet: attaching to it forgets nothing, so loading N plugins is not N
+** walks of every function known. */
 int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g) {
   if (env_find(e, g) >= 0)
     return 1;
   if (e->n == PM_ENV_GROUPS || !group_add_env(S, g, e))
     return 0;
   e->g[e->n++] = g;
-  pm_functions_forget(S);
+  if (e->used)
+    pm_functions_forget(S);
   return 1;
 }
 
@@ -156,7 +160,8 @@ int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g) {
     return 0;
   e->g[i] = e->g[--e->n];
   group_drop_env(S, g, e);
-  pm_functions_forget(S);
+  if (e->used)
+    pm_functions_forget(S);
   return 1;
 }
 
@@ -440,10 +445,13 @@ pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
   if (e != NULL) {
     memcpy(g, e->g, (size_t)e->n * sizeof(*g));
     n = e->n;
+    e->used = 1;
   }
-  if (c != NULL && c->exact && c->env != NULL && c->env != e)
+  if (c != NULL && c->exact && c->env != NULL && c->env != e) {
     for (i = 0; i < c->env->n; i++)
       n = set_add(g, n, c->env->g[i]);
+    c->env->used = 1;
+  }
   if (c != NULL && (S->probes & PM_BIT(PM_PROBE_CHUNKS))) {
     if (c->group == NULL) {
       c->group = pm_group_new(S, chunkname, "chunk");

@@ -108,6 +108,7 @@ typedef struct pm_Set {
 struct pm_Env {
   const void *table; /* NULL once the table is collected */
   int refs; /* chunk records and chunk groups naming it */
+  int used; /* a cached set was made of its groups: attaching forgets them */
   int n;
   pm_Group *g[PM_ENV_GROUPS];
   pm_Env *next, *prev; /* all records, for memberships */

@@ -296,8 +296,11 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   }
   c = chunk_of(S, lua_topointer(L, -1), d.source, is_main);
   if (envp != NULL) {
-    e = pm_env_get(S, envp, 1);
-    if (c != NULL && e != NULL && (is_main || c->env == NULL))
+    /* out of memory: resolved again next time, since attaching to a new
+       record forgets nothing (pm_env_attach) */
+    if ((e = pm_env_get(S, envp, 1)) == NULL)
+      return NULL;
+    if (c != NULL && (is_main || c->env == NULL))
       pm_chunk_set_env(S, c, e);
   } else if (c != NULL) {
     if (c->env != NULL && !c->ambiguous)
