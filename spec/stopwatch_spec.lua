@@ -80,6 +80,10 @@ end
 -- Runs fn between two snapshots; returns the checked diff and the CPU time
 -- fn took by os.clock (µs).
 local function measure(mon, fn)
+  -- a collection cycle under way would be charged to whoever allocates
+  -- next (a 2,000-frame recursion growing its stack): in a whole-directory
+  -- run the heap is large enough for that to show
+  collectgarbage()
   local before = mon:snapshot()
   local c0 = os.clock()
   fn()

@@ -145,13 +145,15 @@ static void group_drop_env (pm_State *S, pm_Group *g, const pm_Env *e) {
 ** walks of every function known. */
 int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g) {
   if (env_find(e, g) >= 0)
-    return 1;
-  if (e->n == PM_ENV_GROUPS || !group_add_env(S, g, e))
-    return 0;
+    return PM_ATTACH_OK;
+  if (e->n == PM_ENV_GROUPS)
+    return PM_ATTACH_FULL;
+  if (!group_add_env(S, g, e))
+    return PM_ATTACH_NOMEM;
   e->g[e->n++] = g;
   if (e->used)
     pm_functions_forget(S);
-  return 1;
+  return PM_ATTACH_OK;
 }
 
 int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g) {

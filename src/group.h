@@ -143,7 +143,8 @@ void pm_group_release (pm_State *S, pm_Group *g);
 int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S));
 
 pm_Env *pm_env_get (pm_State *S, const void *table, int create);
-int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g);
+enum { PM_ATTACH_OK, PM_ATTACH_FULL, PM_ATTACH_NOMEM };
+int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g); /* PM_ATTACH_* */
 int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g);
 void pm_env_unref (pm_State *S, pm_Env *e);
 void pm_env_forget (pm_State *S, pm_Env *e); /* its table was collected */

@@ -146,11 +146,14 @@ static int l_attach (lua_State *L) {
   e = pm_env_get(S, lua_topointer(L, 1), 1);
   if (e == NULL)
     return (nomem(L), 0);
-  if (!pm_env_attach(S, e, g))
-    return luaL_argerror(L, 1,
-                         "environment already has the most groups "
-                         "perfmon allows (31)");
-  return 0;
+  switch (pm_env_attach(S, e, g)) {
+    case PM_ATTACH_FULL:
+      return luaL_argerror(L, 1,
+                           "environment already has the most groups "
+                           "perfmon allows (31)");
+    case PM_ATTACH_NOMEM: return (nomem(L), 0);
+    default: return 0;
+  }
 }
 
 /* perfmon.detach(env, group) -> whether it was attached */
