@@ -88,8 +88,10 @@ function bench.chunks(n)
   local b0, r0 = perfmon.info().bytes, rss_kb()
   local keep = {}
   for i = 1, n do
-    keep[i] = assert(load(SRC, "=chunk " .. i))()
-    keep[i](1)
+    perfmon.event(function()
+      keep[i] = assert(load(SRC, "=chunk " .. i))()
+      keep[i](1)
+    end)
   end
   mon:snapshot()
   local b1, r1, g1 = perfmon.info().bytes, rss_kb(), perfmon.info().groups
