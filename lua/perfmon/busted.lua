@@ -128,13 +128,19 @@ local RESUME = setmetatable({}, { __close = function() resume() end })
 
 -- The program's own events: the same functions, behaving as perfmon's,
 -- around which the current record's event is suspended.
+-- perfmon's error for a misuse of the brackets, raised again at the
+-- program's line: raised through this module, it would name this file.
+local function misuse(err)
+  error((tostring(err):gsub("^[^\n]-busted%.lua:%d+: ", "")), 3)
+end
+
 perfmon.event_begin = function()
   local mine = current ~= nil
   if mine then suspend() end
   local ok, err = pcall(raw_begin)
-  if not ok then -- misuse: perfmon's own error, nothing changed
+  if not ok then -- nothing changed
     if mine then resume() end
-    error(err, 2)
+    misuse(err)
   end
   user_depth = user_depth + 1
 end
@@ -142,13 +148,21 @@ end
 perfmon.event_end = function()
   -- the open event is the test's: the program has none to end
   if user_depth == 0 and current then error("event_end: no event is open", 2) end
-  raw_end()
+  local ok, err = pcall(raw_end)
+  if not ok then misuse(err) end
   if user_depth > 0 then user_depth = user_depth - 1 end
   resume()
 end
 
 perfmon.event = function(fn, ...)
+  if user_depth > 0 then -- inside the program's own event: a misuse
+    local r = table.pack(pcall(raw_event, fn, ...))
+    if not r[1] then misuse(r[2]) end
+    return table.unpack(r, 2, r.n)
+  end
   if not current then return raw_event(fn, ...) end
+  -- checked here, as the core would: its error would name this line
+  args.check_callable(fn, 1, "event")
   suspend()
   local _ <close> = RESUME
   return raw_event(fn, ...)
@@ -157,7 +171,7 @@ end
 -- The program's snapshots, likewise: a snapshot inside an event leaves the
 -- event out, so the test's is suspended around them, and they see the
 -- test's work so far as they would without the handler.
-local function around_snapshot(take, ...)
+local function outside_test(take, ...)
   if not current then return take(...) end
   suspend()
   local _ <close> = RESUME
@@ -165,11 +179,11 @@ local function around_snapshot(take, ...)
 end
 
 function M.program_snapshot(self)
-  return around_snapshot(raw_snapshot, self)
+  return outside_test(raw_snapshot, self)
 end
 
 perfmon.snapshot = function()
-  return around_snapshot(raw_state_snapshot)
+  return outside_test(raw_state_snapshot)
 end
 
 ----------------------------------------------------------------------------
