@@ -1,0 +1,307 @@
+-- mod_perfmon: which Prosody module makes the server slow (perfmon, after
+-- Firefox's about:performance).  A global module; the README's "Prosody"
+-- section says how to install it.
+--
+-- Every loaded module is a perfmon group (kind "prosody-module") holding
+-- its code by source path, and each VirtualHost's instance of it a group of
+-- its own (kind "prosody-module-instance", "name@host") by environment.  By
+-- path because a module loaded before perfmon whose functions touch no
+-- global cannot be told by its environment: its chunk's main function is
+-- gone, but its source path is known.  Judged on self time: mod_c2s calls
+-- every stanza handler, so its inclusive time holds theirs.
+
+module:set_global();
+
+local perfmon = require "perfmon";
+local watcher = require "perfmon.watcher";
+local plugin_watcher = require "perfmon.plugin_watcher";
+local modulemanager = require "core.modulemanager";
+local server = require "net.server";
+
+local KIND = "prosody-module";
+local INSTANCE_KIND = "prosody-module-instance";
+
+-- Groups live as long as the Lua state, and the loop route as long as the
+-- loop: a reload of this module takes both over (module.save below).
+local saved = module.saved_state or {};
+local registry = saved.registry or {}; -- name -> { group, prefix, instances = { [host] = { group, env } } }
+local route = saved.route; -- the loop's turns, once installed
+
+local monitor = perfmon.monitor { "jank", "ticks" };
+
+---------------------------------------------------------------------------
+-- Modules as groups
+---------------------------------------------------------------------------
+
+-- A module's code: its file, or its folder when it is one (mod_x/mod_x.lua
+-- and the files it loads beside it with module:require).
+local function source_prefix(path)
+	return path:match("^(.*/(mod_[^/]+)/)%2%.lua$") or path;
+end
+
+local function entry_for(name, path)
+	local entry = registry[name];
+	if not entry then
+		entry = { group = perfmon.group { name = name, kind = KIND }, instances = {} };
+		registry[name] = entry;
+	end
+	local prefix = source_prefix(path);
+	if entry.prefix ~= prefix then
+		if entry.prefix then perfmon.detach_source(entry.prefix, entry.group); end
+		perfmon.attach_source(prefix, entry.group);
+		entry.prefix = prefix;
+	end
+	return entry;
+end
+
+local function set_instance_env(inst, env)
+	if inst.env == env then return; end
+	if inst.env then perfmon.detach(inst.env, inst.group); end
+	if env then perfmon.attach(env, inst.group); end
+	inst.env = env;
+end
+
+-- This module is no group: its loop of turns is on the stack all the time,
+-- so its inclusive time would be the whole server's.
+local function follow(host, name)
+	local env = modulemanager.get_module(host, name);
+	if name == module.name or not (env and env.module.path) then return; end
+	local entry = entry_for(name, env.module.path);
+	-- a global module has no VirtualHost instance, and a shared one's
+	-- instances run the global one's code
+	if host == "*" or modulemanager.is_loaded("*", name) then return; end
+	local inst = entry.instances[host];
+	if not inst then
+		inst = { group = perfmon.group { name = name .. "@" .. host, kind = INSTANCE_KIND } };
+		entry.instances[host] = inst;
+	end
+	set_instance_env(inst, env);
+end
+
+local function loaded_anywhere(name)
+	if modulemanager.is_loaded("*", name) then return true; end
+	for host in pairs(prosody.hosts) do
+		if modulemanager.is_loaded(host, name) then return true; end
+	end
+	return false;
+end
+
+local function forget(host, name)
+	local entry = registry[name];
+	if not entry then return; end
+	local inst = entry.instances[host];
+	if inst then set_instance_env(inst, nil); end
+	if entry.prefix and not loaded_anywhere(name) then
+		perfmon.detach_source(entry.prefix, entry.group);
+		entry.prefix = nil;
+	end
+end
+
+local function on_loaded(event) follow(event.host, event.module); end
+local function on_unloaded(event) forget(event.host, event.module); end
+
+-- module-loaded and friends fire on the host's own events ("*": Prosody's).
+local function follow_host(host_module)
+	host_module:hook("module-loaded", on_loaded);
+	host_module:hook("module-reloaded", on_loaded);
+	host_module:hook("module-unloaded", on_unloaded);
+	for name in pairs(modulemanager.get_modules(host_module.host)) do
+		follow(host_module.host, name);
+	end
+end
+
+follow_host(module);
+module.add_host = follow_host;
+
+---------------------------------------------------------------------------
+-- One perfmon event per turn of the server loop
+---------------------------------------------------------------------------
+
+-- net.server has no per-turn callback, but its public loop(once) runs one
+-- turn, and Prosody's main script looks server.loop up when it starts to
+-- loop, after modules_enabled are loaded: a loop of bracketed turns put in
+-- its place is the loop that runs.  Only epoll's loop(once) reports the
+-- shutdown (select's returns nothing), so other backends are not bracketed.
+local function install_route()
+	local loop_once = server.loop;
+	local r = { bracket = true, turns = 0 };
+	local function turn()
+		r.turns = r.turns + 1;
+		if r.bracket then return perfmon.event(loop_once, true); end
+		return loop_once(true);
+	end
+	function server.loop(once)
+		if once then return turn(); end
+		while not turn() do end
+		return loop_once(); -- shutting down: the last connections close
+	end
+	return r;
+end
+
+local backend = server.get_backend();
+if not route and backend == "epoll" then route = install_route(); end
+if route then route.bracket = true; end
+
+-- Alerts wait buffering_delay_ms and are delivered at an event's end; this
+-- wakes an idle loop to deliver them.  Without turns (the fallback) poll
+-- delivers them and samples the CPU windows itself.
+module:add_timer(1, function()
+	watcher.poll();
+	return 1;
+end);
+
+-- Timers run inside the loop: if no turn of ours has run by the first one,
+-- the loop started before this module loaded (it was loaded at run time).
+module:add_timer(0, function()
+	if route and route.turns > 0 then
+		module:log("info", "one perfmon event per turn of the server loop (net.server.loop(once), %s)", backend);
+	else
+		module:log("warn", "no perfmon event per turn of the server loop (%s): %s; "
+			.. "CPU and self time per module still count, warnings come from CPU share only "
+			.. "(checked every second); no jank warnings until Prosody restarts with mod_perfmon in modules_enabled",
+			backend, route and "the loop was already running when mod_perfmon loaded" or "only the epoll backend is bracketed");
+	end
+end);
+
+---------------------------------------------------------------------------
+-- Warnings in Prosody's log
+---------------------------------------------------------------------------
+
+-- A server is not a browser: no frame to miss, but one thread serves every
+-- session, so a module that holds it 50 ms holds up every stanza in flight.
+-- A single jank is a GC pause or a burst of logins; five a minute is a
+-- pattern.  A quarter of the thread for a whole minute without janking is a
+-- busy module.  Every default has an option.
+watcher.configure { jank_threshold_us = module:get_option_number("perfmon_jank_threshold", 50) * 1000 };
+local pw = plugin_watcher.new {
+	kind = KIND,
+	alerts = module:get_option_number("perfmon_alerts", 5),
+	alerts_window_ms = module:get_option_number("perfmon_alerts_window", 60) * 1000,
+	cpu_percent = module:get_option_number("perfmon_cpu_percent", 25),
+	cpu_window_ms = module:get_option_number("perfmon_cpu_window", 60) * 1000,
+	ignore = module:get_option_array("perfmon_ignore", {}),
+	on_warning = function(w) module:log("warn", "%s", w.message); end,
+};
+
+---------------------------------------------------------------------------
+-- about:performance in the admin shell: prosodyctl shell perfmon show
+---------------------------------------------------------------------------
+
+-- The bucket of the longest event counted in durations.
+local function longest(durations)
+	for k = #durations, 1, -1 do
+		if durations[k] > 0 then return ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k); end
+	end
+	return "<1 ms";
+end
+
+-- durations[k] counts the events of at least 2^(k-1) ms: each bucket
+-- [2^(k-1), 2^k) on its own, so that the counts add up.
+local function histogram(durations)
+	local parts = {};
+	for k = 1, #durations do
+		local n = durations[k] - (durations[k + 1] or 0);
+		if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n); end
+	end
+	return #parts > 0 and table.concat(parts, " ") or "-";
+end
+
+local ROW = "%-28s %9.1f %9.1f %6.1f%% %8d  %-10s %s";
+local HEAD = "%-28s %9s %9s %7s %8s  %-10s %s";
+
+local function row(label, st, process)
+	return ROW:format(label, st.self_us / 1000, st.cpu_us / 1000,
+		100 * st.self_us / math.max(process.cpu_us, 1), st.ticks,
+		longest(st.self_durations), histogram(st.self_durations));
+end
+
+-- The VirtualHost instances of a module loaded on several.
+local function live_instances(entry)
+	local live = {};
+	for host, inst in pairs(entry.instances) do
+		if inst.env then live[#live + 1] = { host = host, group = inst.group }; end
+	end
+	table.sort(live, function(a, b) return a.host < b.host; end);
+	return #live > 1 and live or {};
+end
+
+-- Modules by self time, busiest first, each VirtualHost's instance below.
+local function performance_table(snap)
+	local entries = {};
+	for _, entry in pairs(registry) do
+		if entry.prefix then entries[#entries + 1] = entry; end
+	end
+	local function self_us(entry) return snap.groups[entry.group.id].self_us; end
+	table.sort(entries, function(a, b)
+		if self_us(a) ~= self_us(b) then return self_us(a) > self_us(b); end
+		return a.group.name < b.group.name;
+	end);
+	local lines = { HEAD:format("module", "self ms", "cpu ms", "share", "ticks", "longest", "self jank histogram (ms:events)") };
+	for _, entry in ipairs(entries) do
+		lines[#lines + 1] = row(entry.group.name, snap.groups[entry.group.id], snap.process);
+		for _, inst in ipairs(live_instances(entry)) do
+			lines[#lines + 1] = row("  @" .. inst.host, snap.groups[inst.group.id], snap.process);
+		end
+	end
+	lines[#lines + 1] = row("(whole server)", snap.process, snap.process);
+	return lines;
+end
+
+local shell_env = module:shared("/*/admin_shell/env");
+shell_env.perfmon = {};
+function shell_env.perfmon:show() -- luacheck: ignore 212/self
+	for _, line in ipairs(performance_table(monitor:snapshot())) do self.session.print(line); end
+	return true, "CPU time per module since mod_perfmon loaded (self: its own code, share: of the server's)";
+end
+
+---------------------------------------------------------------------------
+-- Statistics: module:metric, served by mod_http_openmetrics
+---------------------------------------------------------------------------
+
+local metrics = {
+	cpu = module:metric("counter", "cpu", "seconds", "CPU time with the module's code on the stack (perfmon)", { "module" }),
+	self_cpu = module:metric("counter", "self_cpu", "seconds", "CPU time in the module's own code (perfmon)", { "module" }),
+	ticks = module:metric("counter", "ticks", "", "Times execution entered the module's code (perfmon)", { "module" }),
+	jank = module:metric("counter", "self_jank_events", "", "Server-loop turns in which the module's own code ran at least min_ms (perfmon)", { "module", "min_ms" }),
+};
+
+local function publish(name, st)
+	metrics.cpu:with_labels(name):set(st.cpu_us / 1e6);
+	metrics.self_cpu:with_labels(name):set(st.self_us / 1e6);
+	metrics.ticks:with_labels(name):set(st.ticks);
+	for k, n in ipairs(st.self_durations) do
+		metrics.jank:with_labels(name, ("%d"):format(2 ^ (k - 1))):set(n);
+	end
+end
+
+module:hook("stats-update", function()
+	local snap = monitor:snapshot();
+	for name, entry in pairs(registry) do
+		if entry.prefix then publish(name, snap.groups[entry.group.id]); end
+	end
+end);
+
+---------------------------------------------------------------------------
+-- Reload and unload
+---------------------------------------------------------------------------
+
+function module.save()
+	return { registry = registry, route = route };
+end
+
+local function detach_all()
+	for _, entry in pairs(registry) do
+		for _, inst in pairs(entry.instances) do set_instance_env(inst, nil); end
+		if entry.prefix then perfmon.detach_source(entry.prefix, entry.group); end
+		entry.prefix = nil;
+	end
+end
+
+function module.unload()
+	shell_env.perfmon = nil;
+	pw:close();
+	monitor:close();
+	if module.reloading then return; end
+	if route then route.bracket = false; end
+	detach_all();
+end
