@@ -1,0 +1,35 @@
+-- For integrations/prosody/test/run: burns a known amount of CPU on every
+-- message with a body, and keeps its own account of it with os.clock, the
+-- ground truth mod_perfmon's figures are checked against.  A message to
+-- perfmon-report@<host> is answered with "<seconds burnt> <messages>".
+
+local st = require "util.stanza";
+local jid_bare = require "util.jid".bare;
+
+local iterations = module:get_option_number("perfmon_test_iterations", 1500000);
+local report_jid = "perfmon-report@" .. module.host;
+
+local burnt_s, messages = 0, 0;
+
+-- Plain arithmetic: no call the hook would see, so the time is all in this
+-- module's own frame.
+local function burn()
+	local t0 = os.clock();
+	local s = 0;
+	for i = 1, iterations do s = s + i % 7; end
+	burnt_s = burnt_s + (os.clock() - t0);
+	return s;
+end
+
+module:hook("message/bare", function(event)
+	local stanza = event.stanza;
+	if stanza.attr.type == "error" then return; end
+	if jid_bare(stanza.attr.to) == report_jid then
+		event.origin.send(st.reply(stanza):text_tag("body", ("%.6f %d"):format(burnt_s, messages)));
+		return true;
+	end
+	if stanza:get_child_text("body") then
+		burn();
+		messages = messages + 1;
+	end
+end, 10);

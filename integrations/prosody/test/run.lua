@@ -1,0 +1,327 @@
+-- ctest prosody.mod_perfmon: mod_perfmon in a real Prosody, checked against
+-- a module's own account of its CPU time.
+--
+--   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR
+--
+-- Starts a throwaway Prosody in the foreground on 127.0.0.1 (free high
+-- ports, its own config and data in a temporary directory, no TLS) with
+-- mod_perfmon and mod_perfmon_test, which burns ~20 ms of CPU per message
+-- and counts it with os.clock.  Registers two accounts in-band, sends
+-- MESSAGES messages from one to the other over fresh sessions, then checks:
+-- no error in Prosody's log, every message delivered, mod_perfmon_test's
+-- self time as /metrics serves it within 10% of its own count and the
+-- highest of all modules, a warning for it and for no other module, and
+-- the admin shell's table listing it first.  Exits 77 (skipped) without
+-- Prosody.  Every wait is bounded; the server is stopped by its PID.
+
+local socket = require "socket"
+local mime = require "mime"
+
+local SOURCE, BUILD = arg[1], arg[2]
+assert(SOURCE and BUILD, "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR")
+
+local MESSAGES, PER_SESSION = 300, 10
+local HOST = "localhost"
+local IO_TIMEOUT = 10 -- seconds for any one read
+local TOLERANCE = 0.10
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return (out:gsub("%s+$", ""))
+end
+
+local function fail(fmt, ...) error(fmt:format(...), 0) end
+
+local function check(ok, fmt, ...) if not ok then fail(fmt, ...) end end
+
+local function free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
+local function read_file(path)
+  local f = io.open(path)
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+---------------------------------------------------------------------------
+-- The server
+---------------------------------------------------------------------------
+
+local function write_config(dir, c2s_port, http_port)
+  local f = assert(io.open(dir .. "/prosody.cfg.lua", "w"))
+  f:write(([[
+run_as_root = true -- CI runs as root; Prosody would switch to its own user
+pidfile = "%s/prosody.pid"
+data_path = "%s/data"
+certificates = "%s/certs"
+admin_socket = "%s/prosody.sock"
+plugin_paths = { "%s/integrations/prosody", "%s/integrations/prosody/test" }
+modules_enabled = { "perfmon", "roster", "saslauth", "disco", "register", "ping",
+  "http", "http_openmetrics", "admin_shell", "perfmon_test" }
+modules_disabled = { "s2s", "offline" }
+interfaces = { "127.0.0.1" }
+c2s_ports = { %d }
+http_ports = { %d }
+http_interfaces = { "127.0.0.1" }
+https_ports = {}
+statistics = "internal"
+statistics_interval = "manual"
+c2s_require_encryption = false
+allow_unencrypted_plain_auth = true
+allow_registration = true
+min_seconds_between_registrations = 0
+perfmon_jank_threshold = 10 -- ms: each turn that handles a message burns ~20
+log = { { levels = { min = "info" }, to = "file", filename = "%s/prosody.log" } }
+VirtualHost "%s"
+]]):format(dir, dir, dir, dir, SOURCE, SOURCE, c2s_port, http_port, dir, HOST))
+  f:close()
+end
+
+-- Returns the PID of the server it started.
+local function start_server(dir)
+  local env = ("LUA_PATH_5_4='%s/lua/?.lua;%s/lua/?/init.lua;;' LUA_CPATH_5_4='%s/?.so;;'")
+    :format(SOURCE, SOURCE, BUILD)
+  local pid = sh(("%s prosody -F --config '%s/prosody.cfg.lua' >'%s/stdout' 2>&1 & echo $!")
+    :format(env, dir, dir))
+  return assert(tonumber(pid), "no PID for prosody: " .. pid)
+end
+
+local function alive(pid) return os.execute(("kill -0 %d 2>/dev/null"):format(pid)) == true end
+
+local function wait_for_port(pid, port, dir)
+  for _ = 1, 150 do -- 15 s
+    check(alive(pid), "prosody exited at start:\n%s\n%s", read_file(dir .. "/stdout"),
+      read_file(dir .. "/prosody.log"))
+    local c = socket.connect("127.0.0.1", port)
+    if c then c:close(); return end
+    socket.sleep(0.1)
+  end
+  fail("prosody did not listen on port %d within 15 s", port)
+end
+
+local function stop_server(pid)
+  os.execute(("kill %d 2>/dev/null"):format(pid))
+  for _ = 1, 100 do -- 10 s
+    if not alive(pid) then return end
+    socket.sleep(0.1)
+  end
+  os.execute(("kill -9 %d 2>/dev/null"):format(pid))
+end
+
+---------------------------------------------------------------------------
+-- A minimal XMPP client: plain TCP, SASL PLAIN, bind
+---------------------------------------------------------------------------
+
+local Client = {}
+Client.__index = Client
+
+-- Reads until the buffer matches pattern; returns the captures.
+function Client:expect(pattern, what)
+  local deadline = socket.gettime() + IO_TIMEOUT
+  while true do
+    local r = { self.buf:match(pattern) }
+    if #r > 0 then return table.unpack(r) end
+    check(not self.buf:find("<stream:error", 1, true) and not self.buf:find("<failure", 1, true),
+      "%s: the server refused: %s", what, self.buf)
+    check(socket.gettime() < deadline, "%s: nothing within %d s; got: %s", what, IO_TIMEOUT, self.buf)
+    -- receive(n) waits for n bytes: a short timeout returns what came
+    local data, err, partial = self.sock:receive(4096)
+    data = data or partial
+    check(err ~= "closed", "%s: connection closed; got: %s", what, self.buf)
+    self.buf = self.buf .. (data or "")
+  end
+end
+
+-- Takes what has arrived without waiting.
+function Client:drain()
+  self.sock:settimeout(0)
+  local data, _, partial = self.sock:receive(65536)
+  self.sock:settimeout(0.01)
+  self.buf = self.buf .. (data or partial or "")
+end
+
+function Client:send(s) assert(self.sock:send(s)) end
+
+function Client:open_stream()
+  self.buf = ""
+  self:send(("<?xml version='1.0'?><stream:stream to='%s' xmlns='jabber:client' "
+    .. "xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>"):format(HOST))
+  self:expect("</stream:features>", "stream features")
+  self.buf = ""
+end
+
+local function connect(port)
+  local sock = assert(socket.connect("127.0.0.1", port))
+  sock:settimeout(0.01)
+  local c = setmetatable({ sock = sock, buf = "" }, Client)
+  c:open_stream()
+  return c
+end
+
+function Client:register(user, password)
+  self:send(("<iq type='set' id='reg'><query xmlns='jabber:iq:register'><username>%s</username>"
+    .. "<password>%s</password></query></iq>"):format(user, password))
+  self:expect("<iq[^>]*type=['\"]result['\"][^>]*>", "registering " .. user)
+  self.buf = ""
+end
+
+function Client:login(user, password)
+  self:send(("<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>%s</auth>")
+    :format(mime.b64("\0" .. user .. "\0" .. password)))
+  self:expect("<success", "authenticating " .. user)
+  self:open_stream()
+  self:send("<iq type='set' id='bind'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'>"
+    .. "<resource>test</resource></bind></iq>")
+  self:expect("</jid>", "binding " .. user)
+  self.buf = ""
+end
+
+function Client:close()
+  self:send("</stream:stream>")
+  pcall(self.expect, self, "</stream:stream>", "closing")
+  self.sock:close()
+end
+
+local function session(port, user, password)
+  local c = connect(port)
+  c:login(user, password)
+  return c
+end
+
+-- The ids of the messages received so far: "<message ... id='mN'".
+local function received_ids(buf, into)
+  for tag in buf:gmatch("<message[^>]*>") do
+    local n = tag:match("id=['\"]m(%d+)['\"]")
+    if n then into[tonumber(n)] = true end
+  end
+end
+
+local function count(set)
+  local n = 0
+  for _ in pairs(set) do n = n + 1 end
+  return n
+end
+
+---------------------------------------------------------------------------
+-- Reading the figures back
+---------------------------------------------------------------------------
+
+-- { module = self seconds } from /metrics.
+local function self_times(http_port)
+  local body, code = require("socket.http").request(("http://127.0.0.1:%d/metrics"):format(http_port))
+  check(code == 200, "GET /metrics: %s", tostring(code))
+  local t = {}
+  for name, v in body:gmatch('prosody_mod_perfmon__self_cpu_seconds_total{module="([^"]+)"} (%S+)') do
+    t[name] = tonumber(v)
+  end
+  return t, body
+end
+
+local function shell_table(dir)
+  return sh(("prosodyctl --config '%s/prosody.cfg.lua' shell perfmon show 2>&1"):format(dir))
+end
+
+---------------------------------------------------------------------------
+-- The test
+---------------------------------------------------------------------------
+
+local function run(dir)
+  local c2s_port, http_port = free_port(), free_port()
+  write_config(dir, c2s_port, http_port)
+  os.execute(("mkdir -p '%s/data' '%s/certs'"):format(dir, dir))
+  local pid = start_server(dir)
+  local ok, err = pcall(function()
+    wait_for_port(pid, c2s_port, dir)
+    for _, user in ipairs { "alice", "bob" } do
+      local c = connect(c2s_port)
+      c:register(user, "secret-" .. user)
+      c:close()
+    end
+
+    local bob = session(c2s_port, "bob", "secret-bob")
+    bob:send("<presence/>") -- available, so that messages to bob@ reach him
+    local got = {}
+    local t0 = os.clock()
+    for first = 1, MESSAGES, PER_SESSION do
+      local alice = session(c2s_port, "alice", "secret-alice")
+      for n = first, math.min(first + PER_SESSION - 1, MESSAGES) do
+        alice:send(("<message to='bob@%s' type='chat' id='m%d'><body>%d</body></message>"):format(HOST, n, n))
+      end
+      alice:close()
+      bob:drain()
+    end
+    local deadline = socket.gettime() + 60
+    repeat
+      received_ids(bob.buf, got)
+      if count(got) < MESSAGES then bob:drain(); socket.sleep(0.05) end
+    until count(got) == MESSAGES or socket.gettime() > deadline
+    received_ids(bob.buf, got)
+    check(count(got) == MESSAGES, "bob received %d of %d messages", count(got), MESSAGES)
+    print(("prosody test: %d messages delivered over %d sessions (client CPU %.2f s)")
+      :format(MESSAGES, MESSAGES // PER_SESSION, os.clock() - t0))
+
+    local alice = session(c2s_port, "alice", "secret-alice")
+    alice:send(("<message to='perfmon-report@%s' id='report'><body>report</body></message>"):format(HOST))
+    local burnt, burns = alice:expect("<body>([%d.]+) (%d+)</body>", "the test module's report")
+    alice:close()
+    burnt, burns = tonumber(burnt), tonumber(burns)
+    check(burns == MESSAGES, "the test module burnt for %d messages, not %d", burns, MESSAGES)
+
+    local selfs, metrics = self_times(http_port)
+    local charged = selfs.perfmon_test
+    check(charged, "/metrics lists no perfmon_test:\n%s", metrics)
+    print(("prosody test: mod_perfmon_test burnt %.3f s by its own os.clock, perfmon charged %.3f s of self time (%+.1f%%)")
+      :format(burnt, charged, 100 * (charged - burnt) / burnt))
+    check(math.abs(charged - burnt) <= TOLERANCE * burnt, "self time %.3f s is not within %d%% of %.3f s",
+      charged, TOLERANCE * 100, burnt)
+    for name, s in pairs(selfs) do
+      check(name == "perfmon_test" or s < charged, "module %s (%.3f s) is above perfmon_test", name, s)
+    end
+
+    local shown = shell_table(dir)
+    print(shown)
+    local first_row = shown:match("module[^\n]*\n(%S+)")
+    check(first_row == "perfmon_test", "the shell's table lists %s first, not perfmon_test:\n%s",
+      tostring(first_row), shown)
+  end)
+  stop_server(pid)
+  local log = read_file(dir .. "/prosody.log")
+  if not ok then fail("%s\n--- prosody.log:\n%s", err, log) end
+
+  for line in log:gmatch("[^\n]+") do
+    check(not line:match("\terror\t"), "an error in Prosody's log: %s", line)
+  end
+  local warned = {}
+  for name in log:gmatch("plugin '([^']+)' is slowing things down") do warned[name] = true end
+  check(warned.perfmon_test, "no warning about perfmon_test in the log:\n%s", log)
+  for name in pairs(warned) do
+    check(name == "perfmon_test", "a warning about another module, %s:\n%s", name, log)
+  end
+  print(log:match("[^\n]*mod_perfmon\t[^\n]*one perfmon event[^\n]*") or "")
+  print(log:match("[^\n]*plugin 'perfmon_test' is slowing[^\n]*"))
+end
+
+local function main()
+  if sh("command -v prosody") == "" then
+    print("SKIP: prosody is not installed (Debian: apt-get install prosody; tools/run installs it)")
+    os.exit(77)
+  end
+  local dir = sh("mktemp -d /tmp/perfmon-prosody.XXXXXX")
+  local ok, err = pcall(run, dir)
+  os.execute(("rm -rf '%s'"):format(dir))
+  if not ok then
+    io.stderr:write("FAIL: ", tostring(err), "\n")
+    os.exit(1)
+  end
+  print("prosody test: OK")
+end
+
+main()
