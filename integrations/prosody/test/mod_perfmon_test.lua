@@ -1,7 +1,8 @@
 -- For integrations/prosody/test/run: burns a known amount of CPU on every
 -- message with a body, and keeps its own account of it with os.clock, the
 -- ground truth mod_perfmon's figures are checked against.  A message to
--- perfmon-report@<host> is answered with "<seconds burnt> <messages>".
+-- perfmon-report@<host> is answered with "<seconds burnt> <messages>"; the
+-- count survives a reload (the test reloads it half-way).
 
 local st = require "util.stanza";
 local jid_bare = require "util.jid".bare;
@@ -9,7 +10,12 @@ local jid_bare = require "util.jid".bare;
 local iterations = module:get_option_number("perfmon_test_iterations", 1500000);
 local report_jid = "perfmon-report@" .. module.host;
 
-local burnt_s, messages = 0, 0;
+local saved = module.saved_state or {};
+local burnt_s, messages = saved.burnt_s or 0, saved.messages or 0;
+
+function module.save()
+	return { burnt_s = burnt_s, messages = messages };
+end
 
 -- Plain arithmetic: no call the hook would see, so the time is all in this
 -- module's own frame.

@@ -21,7 +21,7 @@ local SOURCE, BUILD = arg[1], arg[2]
 assert(SOURCE and BUILD, "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR")
 
 local MESSAGES, PER_SESSION = 300, 10
-local HOST = "localhost"
+local HOST, OTHER_HOST = "localhost", "other.localhost"
 local IO_TIMEOUT = 10 -- seconds for any one read
 local TOLERANCE = 0.10
 
@@ -81,7 +81,8 @@ min_seconds_between_registrations = 0
 perfmon_jank_threshold = 10 -- ms: each turn that handles a message burns ~20
 log = { { levels = { min = "info" }, to = "file", filename = "%s/prosody.log" } }
 VirtualHost "%s"
-]]):format(dir, dir, dir, dir, SOURCE, SOURCE, c2s_port, http_port, dir, HOST))
+VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
+]]):format(dir, dir, dir, dir, SOURCE, SOURCE, c2s_port, http_port, dir, HOST, OTHER_HOST))
   f:close()
 end
 
@@ -225,8 +226,21 @@ local function self_times(http_port)
   return t, body
 end
 
-local function shell_table(dir)
-  return sh(("prosodyctl --config '%s/prosody.cfg.lua' shell perfmon show 2>&1"):format(dir))
+local function shell(dir, ...)
+  return sh(("prosodyctl --config '%s/prosody.cfg.lua' shell %s 2>&1"):format(dir, table.concat({ ... }, " ")))
+end
+
+-- { [label] = self ms } of the rows of perfmon_test and its instances in
+-- the shell's table, and the label of the first row.
+local function table_rows(shown)
+  local first = shown:match("module[^\n]*\n(%S+)")
+  local rows, inside = {}, false
+  for line in shown:gmatch("[^\n]+") do
+    local label, self_ms = line:match("^(%s*%S+)%s+([%d.]+)")
+    if label and not label:match("^%s") then inside = label == "perfmon_test" end
+    if label and inside then rows[label:match("%S+")] = tonumber(self_ms) end
+  end
+  return rows, first
 end
 
 ---------------------------------------------------------------------------
@@ -257,6 +271,10 @@ local function run(dir)
       end
       alice:close()
       bob:drain()
+      if first + PER_SESSION - 1 == MESSAGES // 2 then
+        local out = shell(dir, "module", "reload", "perfmon_test")
+        check(out:match("Module reloaded on 2 hosts"), "reloading perfmon_test: %s", out)
+      end
     end
     local deadline = socket.gettime() + 60
     repeat
@@ -286,11 +304,15 @@ local function run(dir)
       check(name == "perfmon_test" or s < charged, "module %s (%.3f s) is above perfmon_test", name, s)
     end
 
-    local shown = shell_table(dir)
+    local shown = shell(dir, "perfmon", "show")
     print(shown)
-    local first_row = shown:match("module[^\n]*\n(%S+)")
+    local rows, first_row = table_rows(shown)
     check(first_row == "perfmon_test", "the shell's table lists %s first, not perfmon_test:\n%s",
       tostring(first_row), shown)
+    local here, idle = rows["@" .. HOST], rows["@" .. OTHER_HOST]
+    check(here and math.abs(here / 1000 - burnt) <= TOLERANCE * burnt,
+      "the instance on %s is not charged within %d%% of %.3f s:\n%s", HOST, TOLERANCE * 100, burnt, shown)
+    check(idle and idle / 1000 < 0.01 * burnt, "the idle instance on %s is charged:\n%s", OTHER_HOST, shown)
   end)
   stop_server(pid)
   local log = read_file(dir .. "/prosody.log")
