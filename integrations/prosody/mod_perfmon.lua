@@ -140,7 +140,6 @@ end
 
 local backend = server.get_backend();
 if not route and backend == "epoll" then route = install_route(); end
-if route then route.bracket = true; end
 
 -- Alerts wait buffering_delay_ms and are delivered at an event's end; this
 -- wakes an idle loop to deliver them.  Without turns (the fallback) poll
@@ -157,8 +156,8 @@ module:add_timer(0, function()
 		module:log("info", "one perfmon event per turn of the server loop (net.server.loop(once), %s)", backend);
 	else
 		module:log("warn", "no perfmon event per turn of the server loop (%s): %s; "
-			.. "CPU and self time per module still count, warnings come from CPU share only "
-			.. "(checked every second); no jank warnings until Prosody restarts with mod_perfmon in modules_enabled",
+			.. "CPU and self time per module still count and warnings come from CPU share; "
+			.. "no jank warnings until Prosody restarts with mod_perfmon in modules_enabled",
 			backend, route and "the loop was already running when mod_perfmon loaded" or "only the epoll backend is bracketed");
 	end
 end);

@@ -227,7 +227,7 @@ local function self_times(http_port)
 end
 
 local function shell(dir, ...)
-  return sh(("prosodyctl --config '%s/prosody.cfg.lua' shell %s 2>&1"):format(dir, table.concat({ ... }, " ")))
+  return sh(("timeout 30 prosodyctl --config '%s/prosody.cfg.lua' shell %s 2>&1"):format(dir, table.concat({ ... }, " ")))
 end
 
 -- { [label] = self ms } of the rows of perfmon_test and its instances in
