@@ -2,25 +2,35 @@
 -- a module's own account of its CPU time.
 --
 --   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR
+--   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR cost [PAIRS]
 --
 -- Starts a throwaway Prosody in the foreground on 127.0.0.1 (free high
 -- ports, its own config and data in a temporary directory, no TLS) with
 -- mod_perfmon and mod_perfmon_test, which burns ~20 ms of CPU per message
 -- and counts it with os.clock.  Registers two accounts in-band, sends
--- MESSAGES messages from one to the other over fresh sessions, then checks:
--- no error in Prosody's log, every message delivered, mod_perfmon_test's
--- self time as /metrics serves it within 10% of its own count and the
--- highest of all modules, a warning for it and for no other module, and
--- the admin shell's table listing it first.  Exits 77 (skipped) without
+-- MESSAGES messages from one to the other over fresh sessions (reloading
+-- mod_perfmon_test half-way), then checks: no error in Prosody's log,
+-- every message delivered, mod_perfmon_test's self time as /metrics serves
+-- it within 10% of its own count and the highest of all modules, the same
+-- for its instance on the VirtualHost that got the messages and nothing for
+-- the idle one's (the admin shell's table, which lists it first), a
+-- warning about it and about no other module.  Exits 77 (skipped) without
 -- Prosody.  Every wait is bounded; the server is stopped by its PID.
+--
+-- "cost" measures what mod_perfmon costs that server instead: PAIRS (10)
+-- interleaved pairs of servers without and with it, mod_perfmon_test
+-- burning nothing, COST_MESSAGES messages each; the server's CPU time per
+-- message (/proc/PID/schedstat) and the median ratio.
 
 local socket = require "socket"
 local mime = require "mime"
 
-local SOURCE, BUILD = arg[1], arg[2]
-assert(SOURCE and BUILD, "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR")
+local SOURCE, BUILD, MODE = arg[1], arg[2], arg[3]
+assert(SOURCE and BUILD and (MODE == nil or MODE == "cost"),
+  "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR [cost [PAIRS]]")
 
 local MESSAGES, PER_SESSION = 300, 10
+local COST_MESSAGES, COST_PER_SESSION = 3000, 20
 local HOST, OTHER_HOST = "localhost", "other.localhost"
 local IO_TIMEOUT = 10 -- seconds for any one read
 local TOLERANCE = 0.10
@@ -55,8 +65,10 @@ end
 -- The server
 ---------------------------------------------------------------------------
 
-local function write_config(dir, c2s_port, http_port)
-  local f = assert(io.open(dir .. "/prosody.cfg.lua", "w"))
+-- opts: perfmon (load mod_perfmon), iterations (mod_perfmon_test's burn).
+local function write_config(srv, opts)
+  local f = assert(io.open(srv.dir .. "/prosody.cfg.lua", "w"))
+  local d = srv.dir
   f:write(([[
 run_as_root = true -- CI runs as root; Prosody would switch to its own user
 pidfile = "%s/prosody.pid"
@@ -64,7 +76,7 @@ data_path = "%s/data"
 certificates = "%s/certs"
 admin_socket = "%s/prosody.sock"
 plugin_paths = { "%s/integrations/prosody", "%s/integrations/prosody/test" }
-modules_enabled = { "perfmon", "roster", "saslauth", "disco", "register", "ping",
+modules_enabled = { %s"roster", "saslauth", "disco", "register", "ping",
   "http", "http_openmetrics", "admin_shell", "perfmon_test" }
 modules_disabled = { "s2s", "offline" }
 interfaces = { "127.0.0.1" }
@@ -79,10 +91,12 @@ allow_unencrypted_plain_auth = true
 allow_registration = true
 min_seconds_between_registrations = 0
 perfmon_jank_threshold = 10 -- ms: each turn that handles a message burns ~20
+perfmon_test_iterations = %d
 log = { { levels = { min = "info" }, to = "file", filename = "%s/prosody.log" } }
 VirtualHost "%s"
 VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
-]]):format(dir, dir, dir, dir, SOURCE, SOURCE, c2s_port, http_port, dir, HOST, OTHER_HOST))
+]]):format(d, d, d, d, SOURCE, SOURCE, opts.perfmon and '"perfmon", ' or "", srv.c2s_port,
+    srv.http_port, opts.iterations, d, HOST, OTHER_HOST))
   f:close()
 end
 
@@ -97,15 +111,15 @@ end
 
 local function alive(pid) return os.execute(("kill -0 %d 2>/dev/null"):format(pid)) == true end
 
-local function wait_for_port(pid, port, dir)
+local function wait_for_port(srv)
   for _ = 1, 150 do -- 15 s
-    check(alive(pid), "prosody exited at start:\n%s\n%s", read_file(dir .. "/stdout"),
-      read_file(dir .. "/prosody.log"))
-    local c = socket.connect("127.0.0.1", port)
+    check(alive(srv.pid), "prosody exited at start:\n%s\n%s", read_file(srv.dir .. "/stdout"),
+      read_file(srv.dir .. "/prosody.log"))
+    local c = socket.connect("127.0.0.1", srv.c2s_port)
     if c then c:close(); return end
     socket.sleep(0.1)
   end
-  fail("prosody did not listen on port %d within 15 s", port)
+  fail("prosody did not listen on port %d within 15 s", srv.c2s_port)
 end
 
 local function stop_server(pid)
@@ -115,6 +129,11 @@ local function stop_server(pid)
     socket.sleep(0.1)
   end
   os.execute(("kill -9 %d 2>/dev/null"):format(pid))
+end
+
+-- The server's CPU time in seconds (the kernel's count, in ns).
+local function server_cpu(pid)
+  return tonumber(read_file(("/proc/%d/schedstat"):format(pid)):match("^%d+")) / 1e9
 end
 
 ---------------------------------------------------------------------------
@@ -244,80 +263,99 @@ local function table_rows(shown)
 end
 
 ---------------------------------------------------------------------------
+-- The exchange
+---------------------------------------------------------------------------
+
+local function register_users(port)
+  for _, user in ipairs { "alice", "bob" } do
+    local c = connect(port)
+    c:register(user, "secret-" .. user)
+    c:close()
+  end
+end
+
+-- Sends messages from alice to bob, per_session on each fresh session of
+-- alice's, calls halfway() after half of them, and checks that bob got
+-- every one.
+local function exchange(port, messages, per_session, halfway)
+  local bob = session(port, "bob", "secret-bob")
+  bob:send("<presence/>") -- available, so that messages to bob@ reach him
+  for first = 1, messages, per_session do
+    local alice = session(port, "alice", "secret-alice")
+    for n = first, math.min(first + per_session - 1, messages) do
+      alice:send(("<message to='bob@%s' type='chat' id='m%d'><body>%d</body></message>"):format(HOST, n, n))
+    end
+    alice:close()
+    bob:drain()
+    if halfway and first + per_session - 1 == messages // 2 then halfway() end
+  end
+  local got, deadline = {}, socket.gettime() + 60
+  repeat
+    received_ids(bob.buf, got)
+    if count(got) < messages then bob:drain(); socket.sleep(0.05) end
+  until count(got) == messages or socket.gettime() > deadline
+  received_ids(bob.buf, got)
+  bob:close()
+  check(count(got) == messages, "bob received %d of %d messages", count(got), messages)
+end
+
+-- Runs fn(srv) against a server of its own, with the two accounts; stops
+-- it and removes its directory however fn ends.  Returns fn's result and
+-- the server's log.
+local function with_server(opts, fn)
+  local srv = { dir = sh("mktemp -d /tmp/perfmon-prosody.XXXXXX"), c2s_port = free_port(),
+    http_port = free_port() }
+  os.execute(("mkdir -p '%s/data' '%s/certs'"):format(srv.dir, srv.dir))
+  write_config(srv, opts)
+  srv.pid = start_server(srv.dir)
+  local ok, result = pcall(function()
+    wait_for_port(srv)
+    register_users(srv.c2s_port)
+    return fn(srv)
+  end)
+  stop_server(srv.pid)
+  local log = read_file(srv.dir .. "/prosody.log")
+  os.execute(("rm -rf '%s'"):format(srv.dir))
+  if not ok then fail("%s\n--- prosody.log:\n%s", result, log) end
+  return result, log
+end
+
+---------------------------------------------------------------------------
 -- The test
 ---------------------------------------------------------------------------
 
-local function run(dir)
-  local c2s_port, http_port = free_port(), free_port()
-  write_config(dir, c2s_port, http_port)
-  os.execute(("mkdir -p '%s/data' '%s/certs'"):format(dir, dir))
-  local pid = start_server(dir)
-  local ok, err = pcall(function()
-    wait_for_port(pid, c2s_port, dir)
-    for _, user in ipairs { "alice", "bob" } do
-      local c = connect(c2s_port)
-      c:register(user, "secret-" .. user)
-      c:close()
-    end
+-- The figures, against the test module's own count.
+local function check_figures(srv)
+  local alice = session(srv.c2s_port, "alice", "secret-alice")
+  alice:send(("<message to='perfmon-report@%s' id='report'><body>report</body></message>"):format(HOST))
+  local burnt, burns = alice:expect("<body>([%d.]+) (%d+)</body>", "the test module's report")
+  alice:close()
+  burnt, burns = tonumber(burnt), tonumber(burns)
+  check(burns == MESSAGES, "the test module burnt for %d messages, not %d", burns, MESSAGES)
 
-    local bob = session(c2s_port, "bob", "secret-bob")
-    bob:send("<presence/>") -- available, so that messages to bob@ reach him
-    local got = {}
-    local t0 = os.clock()
-    for first = 1, MESSAGES, PER_SESSION do
-      local alice = session(c2s_port, "alice", "secret-alice")
-      for n = first, math.min(first + PER_SESSION - 1, MESSAGES) do
-        alice:send(("<message to='bob@%s' type='chat' id='m%d'><body>%d</body></message>"):format(HOST, n, n))
-      end
-      alice:close()
-      bob:drain()
-      if first + PER_SESSION - 1 == MESSAGES // 2 then
-        local out = shell(dir, "module", "reload", "perfmon_test")
-        check(out:match("Module reloaded on 2 hosts"), "reloading perfmon_test: %s", out)
-      end
-    end
-    local deadline = socket.gettime() + 60
-    repeat
-      received_ids(bob.buf, got)
-      if count(got) < MESSAGES then bob:drain(); socket.sleep(0.05) end
-    until count(got) == MESSAGES or socket.gettime() > deadline
-    received_ids(bob.buf, got)
-    check(count(got) == MESSAGES, "bob received %d of %d messages", count(got), MESSAGES)
-    print(("prosody test: %d messages delivered over %d sessions (client CPU %.2f s)")
-      :format(MESSAGES, MESSAGES // PER_SESSION, os.clock() - t0))
+  local selfs, metrics = self_times(srv.http_port)
+  local charged = selfs.perfmon_test
+  check(charged, "/metrics lists no perfmon_test:\n%s", metrics)
+  print(("prosody test: mod_perfmon_test burnt %.3f s by its own os.clock, perfmon charged %.3f s of self time (%+.1f%%)")
+    :format(burnt, charged, 100 * (charged - burnt) / burnt))
+  check(math.abs(charged - burnt) <= TOLERANCE * burnt, "self time %.3f s is not within %d%% of %.3f s",
+    charged, TOLERANCE * 100, burnt)
+  for name, s in pairs(selfs) do
+    check(name == "perfmon_test" or s < charged, "module %s (%.3f s) is above perfmon_test", name, s)
+  end
 
-    local alice = session(c2s_port, "alice", "secret-alice")
-    alice:send(("<message to='perfmon-report@%s' id='report'><body>report</body></message>"):format(HOST))
-    local burnt, burns = alice:expect("<body>([%d.]+) (%d+)</body>", "the test module's report")
-    alice:close()
-    burnt, burns = tonumber(burnt), tonumber(burns)
-    check(burns == MESSAGES, "the test module burnt for %d messages, not %d", burns, MESSAGES)
+  local shown = shell(srv.dir, "perfmon", "show")
+  print(shown)
+  local rows, first_row = table_rows(shown)
+  check(first_row == "perfmon_test", "the shell's table lists %s first, not perfmon_test:\n%s",
+    tostring(first_row), shown)
+  local here, idle = rows["@" .. HOST], rows["@" .. OTHER_HOST]
+  check(here and math.abs(here / 1000 - burnt) <= TOLERANCE * burnt,
+    "the instance on %s is not charged within %d%% of %.3f s:\n%s", HOST, TOLERANCE * 100, burnt, shown)
+  check(idle and idle / 1000 < 0.01 * burnt, "the idle instance on %s is charged:\n%s", OTHER_HOST, shown)
+end
 
-    local selfs, metrics = self_times(http_port)
-    local charged = selfs.perfmon_test
-    check(charged, "/metrics lists no perfmon_test:\n%s", metrics)
-    print(("prosody test: mod_perfmon_test burnt %.3f s by its own os.clock, perfmon charged %.3f s of self time (%+.1f%%)")
-      :format(burnt, charged, 100 * (charged - burnt) / burnt))
-    check(math.abs(charged - burnt) <= TOLERANCE * burnt, "self time %.3f s is not within %d%% of %.3f s",
-      charged, TOLERANCE * 100, burnt)
-    for name, s in pairs(selfs) do
-      check(name == "perfmon_test" or s < charged, "module %s (%.3f s) is above perfmon_test", name, s)
-    end
-
-    local shown = shell(dir, "perfmon", "show")
-    print(shown)
-    local rows, first_row = table_rows(shown)
-    check(first_row == "perfmon_test", "the shell's table lists %s first, not perfmon_test:\n%s",
-      tostring(first_row), shown)
-    local here, idle = rows["@" .. HOST], rows["@" .. OTHER_HOST]
-    check(here and math.abs(here / 1000 - burnt) <= TOLERANCE * burnt,
-      "the instance on %s is not charged within %d%% of %.3f s:\n%s", HOST, TOLERANCE * 100, burnt, shown)
-    check(idle and idle / 1000 < 0.01 * burnt, "the idle instance on %s is charged:\n%s", OTHER_HOST, shown)
-  end)
-  stop_server(pid)
-  local log = read_file(dir .. "/prosody.log")
-  if not ok then fail("%s\n--- prosody.log:\n%s", err, log) end
-
+local function check_log(log)
   for line in log:gmatch("[^\n]+") do
     check(not line:match("\terror\t"), "an error in Prosody's log: %s", line)
   end
@@ -331,19 +369,57 @@ local function run(dir)
   print(log:match("[^\n]*plugin 'perfmon_test' is slowing[^\n]*"))
 end
 
+local function test()
+  local _, log = with_server({ perfmon = true, iterations = 1500000 }, function(srv)
+    exchange(srv.c2s_port, MESSAGES, PER_SESSION, function()
+      local out = shell(srv.dir, "module", "reload", "perfmon_test")
+      check(out:match("Module reloaded on 2 hosts"), "reloading perfmon_test: %s", out)
+    end)
+    print(("prosody test: %d messages delivered over %d sessions"):format(MESSAGES, MESSAGES // PER_SESSION))
+    check_figures(srv)
+  end)
+  check_log(log)
+  print("prosody test: OK")
+end
+
+---------------------------------------------------------------------------
+-- The cost
+---------------------------------------------------------------------------
+
+-- The server's CPU µs per message over the exchange.
+local function cpu_per_message(with_perfmon)
+  return (with_server({ perfmon = with_perfmon, iterations = 0 }, function(srv)
+    local before = server_cpu(srv.pid)
+    exchange(srv.c2s_port, COST_MESSAGES, COST_PER_SESSION)
+    return (server_cpu(srv.pid) - before) / COST_MESSAGES * 1e6
+  end))
+end
+
+local function cost(pairs_n)
+  local ratios = {}
+  for i = 1, pairs_n do
+    local without, with = cpu_per_message(false), cpu_per_message(true)
+    ratios[i] = with / without
+    print(("pair %d: server CPU per message %.0f us without mod_perfmon, %.0f us with: %.3fx")
+      :format(i, without, with, ratios[i]))
+  end
+  table.sort(ratios)
+  local mid = (#ratios + 1) / 2
+  print(("median %.3fx (%.3f-%.3f) over %d pairs of %d messages in sessions of %d")
+    :format((ratios[math.floor(mid)] + ratios[math.ceil(mid)]) / 2, ratios[1], ratios[#ratios],
+      pairs_n, COST_MESSAGES, COST_PER_SESSION))
+end
+
 local function main()
   if sh("command -v prosody") == "" then
     print("SKIP: prosody is not installed (Debian: apt-get install prosody; tools/run installs it)")
     os.exit(77)
   end
-  local dir = sh("mktemp -d /tmp/perfmon-prosody.XXXXXX")
-  local ok, err = pcall(run, dir)
-  os.execute(("rm -rf '%s'"):format(dir))
+  local ok, err = pcall(MODE == "cost" and cost or test, tonumber(arg[4]) or 10)
   if not ok then
     io.stderr:write("FAIL: ", tostring(err), "\n")
     os.exit(1)
   end
-  print("prosody test: OK")
 end
 
 main()
