@@ -1,5 +1,5 @@
 -- mod_perfmon: which Prosody module makes the server slow (perfmon, after
--- Firefox's about:performance).  A global module; the README's "Prosody"
+-- Firefox's about:performance).  A global module; the README's "In Prosody"
 -- section says how to install it.
 --
 -- Every loaded module is a perfmon group (kind "prosody-module") holding
@@ -248,7 +248,7 @@ end
 
 local shell_env = module:shared("/*/admin_shell/env");
 shell_env.perfmon = {};
-function shell_env.perfmon:show() -- luacheck: ignore 212/self
+function shell_env.perfmon:show()
 	for _, line in ipairs(performance_table(monitor:snapshot())) do self.session.print(line); end
 	return true, "CPU time per module since mod_perfmon loaded (self: its own code, share: of the server's)";
 end
