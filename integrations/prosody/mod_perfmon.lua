@@ -54,10 +54,18 @@ local function entry_for(name, path)
 	return entry;
 end
 
-local function set_instance_env(inst, env)
+-- The instance's environment belongs to the module's group too, so that
+-- the instance is inside the module (its stats' memberships say so).
+local function set_instance_env(entry, inst, env)
 	if inst.env == env then return; end
-	if inst.env then perfmon.detach(inst.env, inst.group); end
-	if env then perfmon.attach(env, inst.group); end
+	if inst.env then
+		perfmon.detach(inst.env, inst.group);
+		perfmon.detach(inst.env, entry.group);
+	end
+	if env then
+		perfmon.attach(env, inst.group);
+		perfmon.attach(env, entry.group);
+	end
 	inst.env = env;
 end
 
@@ -75,7 +83,7 @@ local function follow(host, name)
 		inst = { group = perfmon.group { name = name .. "@" .. host, kind = INSTANCE_KIND } };
 		entry.instances[host] = inst;
 	end
-	set_instance_env(inst, env);
+	set_instance_env(entry, inst, env);
 end
 
 local function loaded_anywhere(name)
@@ -90,7 +98,7 @@ local function forget(host, name)
 	local entry = registry[name];
 	if not entry then return; end
 	local inst = entry.instances[host];
-	if inst then set_instance_env(inst, nil); end
+	if inst then set_instance_env(entry, inst, nil); end
 	if entry.prefix and not loaded_anywhere(name) then
 		perfmon.detach_source(entry.prefix, entry.group);
 		entry.prefix = nil;
@@ -290,7 +298,7 @@ end
 
 local function detach_all()
 	for _, entry in pairs(registry) do
-		for _, inst in pairs(entry.instances) do set_instance_env(inst, nil); end
+		for _, inst in pairs(entry.instances) do set_instance_env(entry, inst, nil); end
 		if entry.prefix then perfmon.detach_source(entry.prefix, entry.group); end
 		entry.prefix = nil;
 	end
