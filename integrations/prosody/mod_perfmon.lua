@@ -182,6 +182,7 @@ end);
 watcher.configure { jank_threshold_us = module:get_option_number("perfmon_jank_threshold", 50) * 1000 };
 local pw = plugin_watcher.new {
 	kind = KIND,
+	time = "self", -- not mod_c2s for the handlers it calls
 	alerts = module:get_option_number("perfmon_alerts", 5),
 	alerts_window_ms = module:get_option_number("perfmon_alerts_window", 60) * 1000,
 	cpu_percent = module:get_option_number("perfmon_cpu_percent", 25),
