@@ -30,7 +30,7 @@ assert(SOURCE and BUILD and (MODE == nil or MODE == "cost"),
   "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR [cost [PAIRS]]")
 
 local MESSAGES, PER_SESSION = 300, 10
-local COST_MESSAGES, COST_PER_SESSION = 3000, 20
+local COST_MESSAGES, COST_PER_SESSION = 3000, 100
 local HOST, OTHER_HOST = "localhost", "other.localhost"
 local IO_TIMEOUT = 10 -- seconds for any one read
 local TOLERANCE = 0.10
