@@ -14,8 +14,9 @@
 -- it within 10% of its own count and the highest of all modules, the same
 -- for its instance on the VirtualHost that got the messages and nothing for
 -- the idle one's (the admin shell's table, which lists it first), a
--- warning about it and about no other module.  Exits 77 (skipped) without
--- Prosody.  Every wait is bounded; the server is stopped by its PID.
+-- warning about it and about no other module; unloaded, it leaves the
+-- table.  Exits 77 (skipped) without Prosody.  Every wait is bounded; the
+-- server is stopped by its PID.
 --
 -- "cost" measures what mod_perfmon costs that server instead: PAIRS (10)
 -- interleaved pairs of servers without and with it, mod_perfmon_test
@@ -377,6 +378,10 @@ local function test()
     end)
     print(("prosody test: %d messages delivered over %d sessions"):format(MESSAGES, MESSAGES // PER_SESSION))
     check_figures(srv)
+    local out = shell(srv.dir, "module", "unload", "perfmon_test")
+    check(out:match("Module unloaded from 2 hosts"), "unloading perfmon_test: %s", out)
+    local shown = shell(srv.dir, "perfmon", "show")
+    check(not shown:match("\n%s*perfmon_test%s"), "perfmon_test is listed after its unload:\n%s", shown)
   end)
   check_log(log)
   print("prosody test: OK")
