@@ -21,8 +21,9 @@ local server = require "net.server";
 local KIND = "prosody-module";
 local INSTANCE_KIND = "prosody-module-instance";
 
--- Groups live as long as the Lua state, and the loop route as long as the
--- loop: a reload of this module takes both over (module.save below).
+-- Groups live while the registry holds their handles, and the loop route
+-- as long as the loop: a reload of this module takes both over
+-- (module.save below).
 local saved = module.saved_state or {};
 local registry = saved.registry or {}; -- name -> { group, prefix, instances = { [host] = { group, env } } }
 local route = saved.route; -- the loop's turns, once installed
