@@ -580,6 +580,22 @@ static void group_reap (pm_State *S, pm_Group *g) {
   group_free(S, g);
 }
 
+/* Gives the array of groups back its room once under 1/4 full. */
+static void groups_shrink (pm_State *S) {
+  int cap = 16;
+  pm_Group **a;
+  if (S->groupcap <= 16 || S->ngroups * 4 >= S->groupcap)
+    return;
+  while (cap < S->ngroups * 2)
+    cap *= 2;
+  if ((a = pm_alloc(S, (size_t)cap * sizeof(*a))) == NULL)
+    return; /* kept as it is */
+  memcpy(a, S->groups, (size_t)S->ngroups * sizeof(*a));
+  pm_free(S, S->groups, (size_t)S->groupcap * sizeof(*a));
+  S->groups = a;
+  S->groupcap = cap;
+}
+
 int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
   const pm_Group *g;
   int i, n = 0, freed;
@@ -613,6 +629,7 @@ int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
   freed = S->ngroups - n;
   S->ngroups = n;
   S->ndead -= freed;
+  groups_shrink(S);
   return freed;
 }
 
