@@ -7,6 +7,7 @@
 -- 25% plus a few ms, and "not charged" means below a small bound.
 
 local perfmon = require("perfmon")
+local truth = require("spec.support.truth")
 -- debug.gethook hides perfmon's own hook while a monitor is open; this
 -- one, kept before any opens, shows it
 local raw_gethook = debug.gethook
@@ -70,7 +71,7 @@ local function burn(fn, total_ms, piece_ms)
   return spent * 1e6, n
 end
 
-local assert_near = require("spec.support.truth").assert_near -- 25% + 3 ms
+local assert_near = truth.assert_near -- 25% + 3 ms
 
 local function assert_not_charged(got_us, what)
   assert(got_us < NOT_CHARGED_US,
@@ -424,6 +425,7 @@ describe("perfmon API", function()
   describe("monitors", function()
 
     it("install no hook without a monitor, and remove it with the last", function()
+      truth.alone(pending)
       assert.is_nil(raw_gethook())
       local m = perfmon.monitor{ "jank" }
       assert.is_not_nil(raw_gethook())
@@ -432,6 +434,7 @@ describe("perfmon API", function()
     end)
 
     it("stay hooked while any monitor is open", function()
+      truth.alone(pending)
       local m1 = perfmon.monitor{ "jank" }
       local m2 = perfmon.monitor{ "ticks" }
       m1:close()
@@ -441,6 +444,7 @@ describe("perfmon API", function()
     end)
 
     it("closing twice does nothing (the other monitor keeps its probes)", function()
+      truth.alone(pending)
       local g, p = new_plugin("close-twice")
       local m1 = perfmon.monitor{ "jank", "ticks" }
       local m2 = perfmon.monitor{ "jank", "ticks" }
@@ -465,6 +469,7 @@ describe("perfmon API", function()
     end)
 
     it("a <close> variable releases the monitor at scope end", function()
+      truth.alone(pending)
       do
         local m <close> = perfmon.monitor{ "jank", "ticks" }
         assert.is_not_nil(raw_gethook())
@@ -474,6 +479,7 @@ describe("perfmon API", function()
     end)
 
     it("a monitor dropped and collected releases its probes", function()
+      truth.alone(pending)
       local g, p = new_plugin("dropped")
       perfmon.monitor{ "jank" }        -- dropped at once
       assert.is_not_nil(raw_gethook())
@@ -490,6 +496,7 @@ describe("perfmon API", function()
     end)
 
     it("open over another debug hook, which they call and leave in place", function()
+      truth.alone(pending)
       local calls = 0
       local function foreign() calls = calls + 1 end
       debug.sethook(foreign, "c")
@@ -516,6 +523,7 @@ describe("perfmon API", function()
     end)
 
     it("with only \"ticks\", groups get no CPU time but ticks count", function()
+      truth.alone(pending)
       local g, p = new_plugin("ticks-only")
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()
@@ -534,6 +542,7 @@ describe("perfmon API", function()
     end)
 
     it("with only \"ticks\", the process gets no CPU time either", function()
+      truth.alone(pending)
       local _, p = new_plugin("ticks-only-process")
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()
@@ -546,6 +555,7 @@ describe("perfmon API", function()
     end)
 
     it("with only \"jank\", CPU time is measured but ticks stay 0", function()
+      truth.alone(pending)
       local g, p = new_plugin("jank-only")
       local m <close> = perfmon.monitor{ "jank" }
       local s0 = m:snapshot()
@@ -561,6 +571,7 @@ describe("perfmon API", function()
     end)
 
     it("with only \"jank\", the process ticks stay 0", function()
+      truth.alone(pending)
       local _, p = new_plugin("jank-only-process")
       local m <close> = perfmon.monitor{ "jank" }
       local s0 = m:snapshot()
@@ -591,6 +602,7 @@ describe("perfmon API", function()
     end)
 
     it("report values that are monotonic across monitors", function()
+      truth.alone(pending)
       local g, p = new_plugin("monotonic")
       local m1 = perfmon.monitor{ "jank", "ticks", "blocking" }
       perfmon.event(function() burn(p.work, 20) end)
@@ -635,6 +647,7 @@ describe("perfmon API", function()
     end)
 
     it("count events in durations by length, and longest follows", function()
+      truth.alone(pending)
       local g, p = new_plugin("durations")
       local m <close> = perfmon.monitor{ "jank", "ticks" }
       local s0 = m:snapshot()
@@ -656,6 +669,7 @@ describe("perfmon API", function()
     end)
 
     it("subtract gives the differences, in the same shape, with elapsed time", function()
+      truth.alone(pending)
       local g, p = new_plugin("subtract")
       local m <close> = perfmon.monitor{ "jank", "ticks", "blocking" }
       perfmon.event(function() burn(p.work, 6) end)
@@ -719,6 +733,7 @@ describe("perfmon API", function()
     end)
 
     it("equals compares time and every statistic", function()
+      truth.alone(pending)
       local g, p = new_plugin("equals")
       local m <close> = perfmon.monitor{ "jank", "ticks" }
       perfmon.event(function() burn(p.work, 4) end)
@@ -807,6 +822,7 @@ describe("perfmon API", function()
   describe("events", function()
 
     it("perfmon.event returns fn's results, nils included", function()
+      truth.alone(pending)
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()
       local r = table.pack(perfmon.event(function(a, b) return a + b, nil, "x", nil end, 1, 2))
@@ -819,6 +835,7 @@ describe("perfmon API", function()
     end)
 
     it("perfmon.event re-raises fn's error and closes the event", function()
+      truth.alone(pending)
       local _, p = new_plugin("raises")
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()
@@ -836,6 +853,7 @@ describe("perfmon API", function()
     end)
 
     it("the brackets run fn across a yield and return its results when resumed", function()
+      truth.alone(pending)
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()
       for _, bracket in ipairs{ perfmon.event, perfmon.nested_loop, perfmon.blocking } do
@@ -874,6 +892,7 @@ describe("perfmon API", function()
     end)
 
     it("event_begin twice raises; event_end without begin raises", function()
+      truth.alone(pending)
       local m <close> = perfmon.monitor{ "ticks" }
       local s0 = m:snapshot()
       perfmon.event_begin()
@@ -952,6 +971,7 @@ describe("perfmon API", function()
     end)
 
     it("misuse leaves perfmon working: a later correct event still commits", function()
+      truth.alone(pending)
       local g, p = new_plugin("after-misuse")
       local m <close> = perfmon.monitor{ "jank", "ticks" }
       local s0 = m:snapshot()
@@ -1040,6 +1060,7 @@ describe("perfmon API", function()
     end
 
     it("leaves perfmon working after all of them, with and without a monitor open", function()
+      truth.alone(pending)
       raise_all()
       assert.is_nil(raw_gethook())             -- no failed monitor left a hook
       local gp, p = new_plugin("after-bad-input")

@@ -9,6 +9,7 @@
 
 local Profiler = require("perfmon.profiler")
 local perfmon = require("perfmon")
+local truth = require("spec.support.truth")
 -- debug.gethook hides perfmon's own hook while a monitor is open; this
 -- one, kept before any opens, shows it
 local raw_gethook = debug.gethook
@@ -386,6 +387,7 @@ describe("perfmon.profiler", function()
     end)
 
     it("refuses to start over a foreign debug hook", function()
+      truth.alone(pending)
       p = Profiler.new()
       debug.sethook(function() end, "c")
       local ok, err = pcall(function() p:start() end)
@@ -553,6 +555,7 @@ describe("perfmon.profiler", function()
     end)
 
     it("shares the hook with a monitor: both measure, either closes first", function()
+      truth.alone(pending)
       local work, group = plugin("prof_shared", [[
         return function() local s = 0 for i = 1, 50000 do s = s + i % 3 end return s end]])
       -- a monitor opens while the profiler runs, and closes first
@@ -708,6 +711,7 @@ describe("perfmon.profiler", function()
     end)
 
     it("shows jank alerts as markers when a monitor is open", function()
+      truth.alone(pending)
       local watcher = require("perfmon.watcher")
       local old = watcher.configure{ buffering_delay_ms = 0, jank_threshold_us = 20000 }
       local seen = 0
@@ -1056,6 +1060,7 @@ describe("perfmon.profiler", function()
 
   describe("a start that fails", function()
     it("leaves nothing behind when it fails once running (the jank listener raises)", function()
+      truth.alone(pending)
       local watcher = require("perfmon.watcher")
       local add, resume, wrap = watcher.add_listener, coroutine.resume, coroutine.wrap
       local mon <close> = perfmon.monitor{ "jank" }

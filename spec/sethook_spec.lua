@@ -17,6 +17,7 @@
 -- (docs/reliability.md, "debug.sethook".)
 
 local perfmon = require("perfmon")
+local alone = require("spec.support.truth").alone
 
 local raw_sethook = debug.sethook -- kept before any monitor opens
 local raw_gethook = debug.gethook
@@ -109,6 +110,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("keeps its hook at every depth of the C stack", function()
+    alone(pending)
     local m <close> = perfmon.monitor{ "ticks" }
     local function nest(n, f) -- n more C levels (a pcall each), then f()
       if n == 0 then return f() end
@@ -154,6 +156,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("hides its hook from debug.gethook on every thread, and shows a debugger's", function()
+    alone(pending)
     local m = perfmon.monitor{ "ticks" }
     local mine = coroutine.create(function() end) -- inherits perfmon's hook
     local theirs = coroutine.create(function() end)
@@ -170,6 +173,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("gives debug.sethook back when the last monitor closes, with the program's hook", function()
+    alone(pending)
     local m1 = perfmon.monitor{ "ticks" }
     local m2 = perfmon.monitor{ "jank" }
     m1:close()
@@ -190,6 +194,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("reports a hook set anyway, stops charging the thread, and leaves that hook in place", function()
+    alone(pending)
     local g, p = plugin("sh_lost")
     local m = perfmon.monitor{ "jank", "ticks" }
     local s0 = m:snapshot()
@@ -213,6 +218,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("notices the loss at an event boundary too", function()
+    alone(pending)
     local _, p = plugin("sh_event")
     local m <close> = perfmon.monitor{ "ticks" }
     perfmon.event(p.call, raw_sethook, foreign, "c")
@@ -221,6 +227,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("notices that its hook was removed from the main thread", function()
+    alone(pending)
     local m <close> = perfmon.monitor{ "ticks" }
     raw_sethook()
     assert.is_true(m:snapshot().hook_lost)
@@ -255,6 +262,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("starts clean when monitoring restarts", function()
+    alone(pending)
     local m = perfmon.monitor{ "ticks" }
     raw_sethook(foreign, "c")
     assert.is_true(m:snapshot().hook_lost)
@@ -266,6 +274,7 @@ describe("debug.sethook while perfmon monitors", function()
   end)
 
   it("rejects bad arguments to the core functions behind it, naming them", function()
+    alone(pending)
     local core = require("perfmon.core")
     local ok, err = pcall(core.owns_hook, "main")
     assert.is_false(ok)

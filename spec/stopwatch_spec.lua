@@ -156,6 +156,7 @@ describe("perfmon stopwatch", function()
   describe("ticks", function()
 
     it("counts entries into a group from outside, not calls within it", function()
+      truth.alone(pending)
       local A, a = plugin("A", [[
         local M = {}
         local function leaf(x) return x + 1 end
@@ -558,6 +559,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("counts the events each group ran in and sums its CPU time over them", function()
+      truth.alone(pending)
       local A, a = plugin("A", [[
         local M = {}
         function M.run(ms) local t0 = os.clock() spin(ms) return os.clock() - t0 end
@@ -597,6 +599,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("counts thousands of short events exactly, their time within the windows", function()
+      truth.alone(pending)
       local A, a = timed_plugin("A")
       local mon <close> = monitor()
       local n = 3000
@@ -609,6 +612,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("counts no events without the jank probe, as durations", function()
+      truth.alone(pending)
       local A, a = plugin("A", [[
         local M = {}
         function M.run(ms) spin(ms) end
@@ -630,6 +634,7 @@ describe("perfmon stopwatch", function()
     -- thread's CPU clock; each plugin times its own work with os.clock.
 
     it("charges thousands of short events exactly, with a CPU clock read per window", function()
+      truth.alone(pending)
       local A, a = timed_plugin("A")
       local B, b = timed_plugin("B")
       local mon <close> = monitor()
@@ -659,6 +664,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("reads no CPU clock when no probe needs one (ticks alone)", function()
+      truth.alone(pending)
       local A, a = timed_plugin("A")
       local mon <close> = monitor{ "ticks" }
       local n = 500
@@ -884,6 +890,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("counts no blocking time without the blocking probe", function()
+      truth.alone(pending)
       local A, a = blocking_plugins()
       local mon <close> = monitor{ "jank" }
       local d = measure(mon, function()
@@ -1196,6 +1203,7 @@ describe("perfmon stopwatch", function()
   describe("outside events", function()
 
     it("counts work done outside any event", function()
+      truth.alone(pending)
       local A, a = plugin("A", [[
         local M = {}
         function M.run(ms) spin(ms) end

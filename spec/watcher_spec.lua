@@ -86,6 +86,7 @@ describe("watcher alerts", function()
   end)
 
   it("reports highest_jank_us since the last alert, not just the alerting event", function()
+    truth.alone(pending)
     local g, spin = plugin("highest")
     watcher.configure { jank_threshold_us = 40 * MS, buffering_delay_ms = 60000 }
     local got
@@ -120,6 +121,7 @@ describe("watcher alerts", function()
   end)
 
   it("buffers alerts and hands the universal listener one batch", function()
+    truth.alone(pending)
     local a, aspin = plugin("batch-a")
     local b, bspin = plugin("batch-b")
     watcher.configure { buffering_delay_ms = 60000 }
@@ -153,6 +155,7 @@ describe("watcher alerts", function()
   end)
 
   it("stops calling a removed listener, and refuses to remove an unknown one", function()
+    truth.alone(pending)
     local g, spin = plugin("removal")
     local n = 0
     local fn = function() n = n + 1 end
@@ -309,6 +312,7 @@ describe("watcher alerts", function()
   end)
 
   it("configures all or nothing: a refused call changes no setting", function()
+    truth.alone(pending)
     local g, spin = plugin("all-or-nothing")
     local n = 0
     listen(g, function() n = n + 1 end)
@@ -326,6 +330,7 @@ describe("watcher alerts", function()
   end)
 
   it("reports an error object whose __tostring fails, and the other listeners still hear the batch", function()
+    truth.alone(pending)
     local g, spin = plugin("bad-error-object")
     local raises = setmetatable({}, { __tostring = function() error("__tostring bug") end })
     local not_a_string = setmetatable({}, { __tostring = function() return 42 end })
@@ -464,6 +469,7 @@ describe("plugin watcher", function()
   end)
 
   it("refuses unknown options and out-of-range numbers, listing the valid options", function()
+    truth.alone(pending)
     local line = debug.getinfo(1, "l").currentline
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
@@ -485,6 +491,7 @@ describe("plugin watcher", function()
   end)
 
   it("names the mistake when a method is called with a dot", function()
+    truth.alone(pending)
     local pw = new { on_warning = print }
     assert.has_error(function() pw.close() end,
       "bad argument #1 to 'close' (plugin watcher expected, got nil (call it as pw:close()))")
@@ -498,6 +505,7 @@ describe("plugin watcher", function()
   end)
 
   it("closes with <close>, releasing the watcher", function()
+    truth.alone(pending)
     do
       local pw <close> = PluginWatcher.new { on_warning = print }
       assert.is_true(core.info().monitors >= 2)

@@ -17,4 +17,15 @@ function truth.assert_near(got_us, want_us, what)
       what or "cpu_us", got_us / 1000, want_us / 1000, lo / 1000, hi / 1000))
 end
 
+--- Marks the running test pending when a monitor is open outside it: a
+-- run through perfmon.busted, whose monitor, events and groups span the
+-- suite.  For tests of perfmon's state as a whole (the hook installed and
+-- removed, the probes held, the events and alerts counted), which need
+-- perfmon to themselves; pending is busted's, which only a spec file sees.
+function truth.alone(pending)
+  if require("perfmon").info().monitors > 0 then
+    pending("needs perfmon to itself: a monitor is open outside the test (perfmon.busted)")
+  end
+end
+
 return truth
