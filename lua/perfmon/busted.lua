@@ -126,14 +126,20 @@ end
 
 local RESUME = setmetatable({}, { __close = function() resume() end })
 
--- The program's own events: the same functions, behaving as perfmon's,
--- around which the current record's event is suspended.
 -- perfmon's error for a misuse of the brackets, raised again at the
--- program's line: raised through this module, it would name this file.
+-- program's line: raised through this module, it would name this file (or
+-- none, through pcall).  Any other error (the program's own, from fn)
+-- goes on as it was raised.
 local function misuse(err)
-  error((tostring(err):gsub("^[^\n]-busted%.lua:%d+: ", "")), 3)
+  local msg = type(err) == "string" and err:gsub("^[^\n]-busted%.lua:%d+: ", "")
+  if not (msg and (msg:match("^event_%w+: ") or msg:match("^bad argument #%d+ to 'event"))) then
+    error(err, 0)
+  end
+  error(msg, 3)
 end
 
+-- The program's own events: the same functions, behaving as perfmon's,
+-- around which the current record's event is suspended.
 perfmon.event_begin = function()
   local mine = current ~= nil
   if mine then suspend() end
