@@ -48,27 +48,20 @@ describe("perfmon groups that come and go", function()
 
   it("a source prefix holds its group until detached", function()
     local m <close> = perfmon.monitor{ "ticks" }
-    local g = perfmon.group{ name = "folder", kind = "plugin" }
-    local id = g.id
-    perfmon.attach_source("groups_spec/folder/", g)
+    local held = perfmon.group{ name = "folder", kind = "plugin" }
+    local freed = perfmon.group{ name = "folder2", kind = "plugin" }
+    local held_id, freed_id = held.id, freed.id
+    perfmon.attach_source("groups_spec/folder/", held)
+    perfmon.attach_source("groups_spec/folder2/", freed)
+    assert.is_true(perfmon.detach_source("groups_spec/folder2/", freed))
     local f = assert(load("return function() return 1 end", "@groups_spec/folder/a.lua"))()
     f()
-    g = nil
+    held, freed = nil, nil
     full_gc()
     local s = m:snapshot()
-    assert.is_true(listed(s, id), "its prefix keeps it")
-    assert.equals(2, s.groups[id].ticks) -- the chunk, then f
-  end)
-
-  it("detach_source and a dropped handle free the group", function()
-    local m <close> = perfmon.monitor{ "ticks" }
-    local g = perfmon.group{ name = "folder2", kind = "plugin" }
-    local id = g.id
-    perfmon.attach_source("groups_spec/folder2/", g)
-    assert.is_true(perfmon.detach_source("groups_spec/folder2/", g))
-    g = nil
-    full_gc()
-    assert.is_false(listed(m:snapshot(), id))
+    assert.is_true(listed(s, held_id), "its prefix keeps it")
+    assert.equals(2, s.groups[held_id].ticks) -- the chunk, then f
+    assert.is_false(listed(s, freed_id), "detached, and its handle gone")
   end)
 
   it("a chunk group dies with its chunk", function()
