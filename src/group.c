@@ -597,7 +597,7 @@ static void groups_shrink (pm_State *S) {
 }
 
 int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
-  const pm_Group *g;
+  pm_Group *g;
   int i, n = 0, freed;
   if (S->ndead == 0)
     return 0;
@@ -606,9 +606,9 @@ int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
   spare(S);
   /* the stopwatch's lists of this period and window */
   for (g = S->touched; g != NULL; g = g->next_touched)
-    ((pm_Group *)g)->dying = 0;
+    g->dying = 0;
   for (g = S->windowed; g != NULL; g = g->next_windowed)
-    ((pm_Group *)g)->dying = 0;
+    g->dying = 0;
   if (sets_reap(S) > 0) {
     pm_functions_forget(S);
     if (S->setmask + 1 > 64 && S->nsets * 8 < S->setmask + 1) {
