@@ -1219,6 +1219,25 @@ describe("perfmon stopwatch", function()
       assert.are.equal(0, st(d, A).longest, "no event, no duration")
       assert.are.equal(1, st(d, A).ticks)
     end)
+
+    it("charges hundreds of groups run between two snapshots, outside events, what they spent", function()
+      -- past 64 groups a period outside events is committed at a window's
+      -- end (as a snapshot would): nothing may be lost or counted twice
+      local plugins = {}
+      for i = 1, 300 do plugins[i] = { timed_plugin("many-" .. i) } end
+      local mon <close> = monitor()
+      local d = measure(mon, function()
+        for _ = 1, 2 do
+          for _, p in ipairs(plugins) do p[2].run(200) end
+        end
+      end)
+      local charged, spent = 0, 0
+      for _, p in ipairs(plugins) do
+        charged, spent = charged + cpu(d, p[1]), spent + p[2].spent
+        assert.are.equal(2, st(d, p[1]).ticks)
+      end
+      assert_near(charged, spent, "the 300 plugins together")
+    end)
   end)
 
   ---------------------------------------------------------------------------

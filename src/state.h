@@ -97,6 +97,7 @@ struct pm_State {
   uint64_t period_cycles; /* cycles when the period began */
   uint64_t period_blocked; /* blocked_cycles then */
   pm_Group *touched; /* groups that ran in this period */
+  int ntouched; /* how many */
   const pm_Set *self_set; /* the innermost frame's set: its self time runs */
   uint64_t self_cycles, self_blocked; /* when that measure began */
   pm_Allocs self_alloc, period_alloc; /* S->allocs then, and at the commit */

@@ -77,6 +77,7 @@ static uint64_t busy_cycles (pm_State *S, uint64_t now, uint64_t since,
 ** changes close the window exactly. */
 #define PM_WINDOW_US 250.0
 #define PM_CUT_US 1000.0
+#define PM_TOUCHED_MAX 64 /* groups a period outside events lists (change) */
 
 static double window_limit_us (pm_State *S) {
   if (S->watching && S->jank_threshold > 0 && S->jank_threshold < PM_WINDOW_US)
@@ -229,6 +230,7 @@ static void touch (pm_State *S, pm_Group *g) {
     g->touched_period = S->period;
     g->next_touched = S->touched;
     S->touched = g;
+    S->ntouched++;
   }
 }
 
@@ -334,11 +336,24 @@ static void release (pm_State *S, const pm_Set *s, uint32_t owned,
     }
 }
 
-/* Reads the clock for a group change, ending the window when it is due. */
+enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT }; /* commit's kinds */
+static void commit (pm_State *S, int kind);
+
+/* Reads the clock for a group change, ending the window when it is due.
+** Outside events a period ends only at a snapshot, and a window's end
+** walks every group the period touched (split): a host that runs many
+** groups between snapshots would pay for all of them at each window.  So
+** there the window's end commits the period once the list is long, as a
+** snapshot would, and the list starts again from the groups running. */
 static uint64_t change (pm_State *S, uint32_t *cpu) {
   uint64_t now = read_cycles(S, cpu);
-  if (window_due(S, now))
-    window_cut(S, now, *cpu);
+  if (window_due(S, now)) {
+    if (PM_UNLIKELY(S->ntouched > PM_TOUCHED_MAX && !S->in_event[S->loop])) {
+      commit(S, COMMIT_EXACT);
+      now = read_cycles(S, cpu);
+    } else
+      window_cut(S, now, *cpu);
+  }
   return now;
 }
 
@@ -396,8 +411,6 @@ void pm_sw_self (pm_State *S, const pm_Set *s) {
 ** Periods and commits
 ** =======================================================
 */
-
-enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT };
 
 /* A period is the span between two commits (event boundaries): what each
 ** group did in an event is committed at its end.  Its CPU time is what the
@@ -497,6 +510,7 @@ static void commit (pm_State *S, int kind) {
   S->period_alloc = S->allocs;
   g = S->touched;
   S->touched = NULL;
+  S->ntouched = 0;
   S->period++;
   credit(&S->process.cpu, &S->period_time, 1);
   credit(&S->process.self, &S->period_time, 1);
@@ -532,6 +546,7 @@ void pm_sw_start (pm_State *S) {
   S->window++;
   S->iter++;
   S->touched = NULL;
+  S->ntouched = 0;
   S->windowed = NULL;
   S->self_set = NULL;
   restart(S);
