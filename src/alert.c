@@ -99,7 +99,7 @@ void pm_alert_watch (lua_State *L, pm_State *S, int idx, double jank_us,
 }
 
 /* ... list -> ... list; appends {source = {...}, details = {...}} */
-static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
+static void push_alert (lua_State *L, const pm_Group *g, int n) {
   int ids[PM_ENV_GROUPS + 2], nids, k;
   lua_createtable(L, 0, 2);
   lua_createtable(L, 0, 4); /* ... list alert source */
@@ -109,7 +109,7 @@ static void push_alert (lua_State *L, pm_State *S, pm_Group *g, int n) {
   lua_setfield(L, -2, "name");
   lua_pushstring(L, g->kind);
   lua_setfield(L, -2, "kind");
-  nids = pm_memberships(S, g, ids, PM_ENV_GROUPS + 2);
+  nids = pm_memberships(g, ids, PM_ENV_GROUPS + 2);
   lua_createtable(L, nids, 0);
   for (k = 0; k < nids; k++) {
     lua_pushinteger(L, ids[k]);
@@ -144,7 +144,7 @@ void pm_alert_take (lua_State *L, pm_State *S) {
   lua_createtable(L, S->alerts_pending, 0);
   for (i = 0; i < S->ngroups; i++)
     if (S->groups[i]->alert_reason != PM_ALERT_NONE)
-      push_alert(L, S, S->groups[i], ++n);
+      push_alert(L, S->groups[i], ++n);
   for (i = 0; i < S->ngroups; i++) {
     pm_Group *g = S->groups[i];
     g->alert_reason = PM_ALERT_NONE;

@@ -506,10 +506,9 @@ static int add_id (int *ids, int n, int max, int id) {
   return n + 1;
 }
 
-int pm_memberships (pm_State *S, pm_Group *g, int *ids, int max) {
+int pm_memberships (const pm_Group *g, int *ids, int max) {
   pm_Group *cand[PM_ENV_GROUPS];
   int ncand = 0, n = 0, i, k, j;
-  (void)S;
   n = add_id(ids, n, max, 0); /* everything runs in the process */
   if (g->chunk_env != NULL) {
     for (i = 0; i < g->chunk_env->n; i++)
@@ -580,14 +579,22 @@ static void group_reap (pm_State *S, pm_Group *g) {
   group_free(S, g);
 }
 
+/* The room to shrink a table of n items to: a power of 2 from `least`
+** up, at least twice n. */
+static size_t shrunk_cap (size_t n, size_t least) {
+  size_t cap = least;
+  while (cap < n * 2)
+    cap *= 2;
+  return cap;
+}
+
 /* Gives the array of groups back its room once under 1/4 full. */
 static void groups_shrink (pm_State *S) {
-  int cap = 16;
+  int cap;
   pm_Group **a;
   if (S->groupcap <= 16 || S->ngroups * 4 >= S->groupcap)
     return;
-  while (cap < S->ngroups * 2)
-    cap *= 2;
+  cap = (int)shrunk_cap((size_t)S->ngroups, 16);
   if ((a = pm_alloc(S, (size_t)cap * sizeof(*a))) == NULL)
     return; /* kept as it is */
   memcpy(a, S->groups, (size_t)S->ngroups * sizeof(*a));
@@ -611,12 +618,8 @@ int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
     g->dying = 0;
   if (sets_reap(S) > 0) {
     pm_functions_forget(S);
-    if (S->setmask + 1 > 64 && S->nsets * 8 < S->setmask + 1) {
-      size_t cap = 64;
-      while (cap < S->nsets * 2)
-        cap *= 2;
-      sets_resize(S, cap); /* out of memory: kept as it is */
-    }
+    if (S->setmask + 1 > 64 && S->nsets * 8 < S->setmask + 1)
+      sets_resize(S, shrunk_cap(S->nsets, 64)); /* out of memory: kept */
     pm_map_shrink(&S->known, S->falloc, S->fud);
   }
   for (i = 0; i < S->ngroups; i++) {

@@ -173,7 +173,7 @@ void pm_sets_free (pm_State *S);
 /* Groups that contain g: attached to every environment g is attached to
 ** (for a chunk group, its environment's groups), read from g's own list of
 ** environments.  Writes up to max ids. */
-int pm_memberships (pm_State *S, pm_Group *g, int *ids, int max);
+int pm_memberships (const pm_Group *g, int *ids, int max);
 
 /* Forgets every cached function -> set resolution: called whenever what a
 ** function resolves to may have changed (attach, detach, probes). */

@@ -332,7 +332,7 @@ static int build_stats (lua_State *L) {
     int n;
     if (g->dead)
       continue;
-    n = pm_memberships(S, g, ids, PM_ENV_GROUPS + 2);
+    n = pm_memberships(g, ids, PM_ENV_GROUPS + 2);
     push_stats(L, g->id, g->name, g->kind, &g->total, ids, n);
     lua_rawseti(L, -2, g->id);
   }
