@@ -58,6 +58,7 @@ local suspended       -- the record whose event a program's event suspended
 local user_depth = 0  -- events the program under test holds
 
 local raw_snapshot, raw_state_snapshot = nil, perfmon.snapshot
+local program_snapshot -- the monitors' method while a run goes on (below)
 
 local function monitor()
   if not mon then
@@ -65,7 +66,7 @@ local function monitor()
     -- every monitor's method: the program's snapshots are wrapped below
     local Monitor = getmetatable(mon)
     raw_snapshot = raw_snapshot or Monitor.snapshot
-    Monitor.snapshot = M.program_snapshot
+    Monitor.snapshot = program_snapshot
   end
   return mon
 end
@@ -160,23 +161,7 @@ perfmon.event_end = function()
   resume()
 end
 
-perfmon.event = function(fn, ...)
-  if user_depth > 0 then -- inside the program's own event: a misuse
-    local r = table.pack(pcall(raw_event, fn, ...))
-    if not r[1] then misuse(r[2]) end
-    return table.unpack(r, 2, r.n)
-  end
-  if not current then return raw_event(fn, ...) end
-  -- checked here, as the core would: its error would name this line
-  args.check_callable(fn, 1, "event")
-  suspend()
-  local _ <close> = RESUME
-  return raw_event(fn, ...)
-end
-
--- The program's snapshots, likewise: a snapshot inside an event leaves the
--- event out, so the test's is suspended around them, and they see the
--- test's work so far as they would without the handler.
+-- Runs take with the test's event suspended, if one is open.
 local function outside_test(take, ...)
   if not current then return take(...) end
   suspend()
@@ -184,7 +169,21 @@ local function outside_test(take, ...)
   return take(...)
 end
 
-function M.program_snapshot(self)
+perfmon.event = function(fn, ...)
+  if user_depth > 0 then -- inside the program's own event: a misuse
+    local r = table.pack(pcall(raw_event, fn, ...))
+    if not r[1] then misuse(r[2]) end
+    return table.unpack(r, 2, r.n)
+  end
+  -- checked here, as the core would: its error would name this module
+  args.check_callable(fn, 1, "event")
+  return outside_test(raw_event, fn, ...)
+end
+
+-- The program's snapshots, likewise: a snapshot inside an event leaves the
+-- event out, so the test's is suspended around them, and they see the
+-- test's work so far as they would without the handler.
+program_snapshot = function(self)
   return outside_test(raw_snapshot, self)
 end
 
