@@ -122,26 +122,6 @@ void pm_cputime (pm_CpuTime *t) {
   t->system_us = split.system_us;
 }
 
-static double nonnegative (double x) {
-  return x > 0 ? x : 0;
-}
-
-void pm_cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
-                       pm_CpuTime *d) {
-  double user = nonnegative(to->user_us - from->user_us);
-  double sys = nonnegative(to->system_us - from->system_us);
-  double user_share;
-  if (user + sys > 0) /* this span's own split */
-    user_share = user / (user + sys);
-  else if (to->user_us + to->system_us > 0) /* the thread's split so far */
-    user_share = to->user_us / (to->user_us + to->system_us);
-  else
-    user_share = 1;
-  d->cpu_us = nonnegative(to->cpu_us - from->cpu_us);
-  d->user_us = d->cpu_us * user_share;
-  d->system_us = d->cpu_us - d->user_us;
-}
-
 const void *pm_os_thread (void) {
   static _Thread_local char self;
   return &self;

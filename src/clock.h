@@ -25,10 +25,6 @@ typedef struct pm_CpuTime {
 void pm_clock_init (void);
 uint64_t pm_cycles (uint32_t *cpu);
 void pm_cputime (pm_CpuTime *t);
-/* The thread's CPU time from `from` to `to`: the exact total, split into
-** user and system time in the proportion getrusage saw. */
-void pm_cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
-                       pm_CpuTime *d);
 double pm_wall_us (void); /* monotonic, for blocking time */
 /* The calling OS thread, as an identity: CLOCK_THREAD_CPUTIME_ID is its
 ** clock, and a lua_State may be handed from one thread to another. */

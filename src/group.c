@@ -5,8 +5,8 @@
 
 #include <string.h>
 
-#include "proto.h"
-#include "state.h"
+#include "engine.h"
+#include "mem.h"
 
 /*
 ** {======================================================
@@ -14,59 +14,59 @@
 ** =======================================================
 */
 
-pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind) {
+pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind) {
   pm_Group *g, **a;
-  a = pm_grow(S, S->groups, S->ngroups, S->ngroups + 1, &S->groupcap,
+  a = pm_grow(E, E->groups, E->ngroups, E->ngroups + 1, &E->groupcap,
               sizeof(*a), 16);
   if (a == NULL)
     return NULL;
-  S->groups = a;
-  g = pm_alloc(S, sizeof(*g));
+  E->groups = a;
+  g = pm_alloc(E, sizeof(*g));
   if (g == NULL)
     return NULL;
   memset(g, 0, sizeof(*g));
-  g->name = pm_strdup(S, name);
-  g->kind = pm_strdup(S, kind);
+  g->name = pm_strdup(E, name);
+  g->kind = pm_strdup(E, kind);
   if (g->name == NULL || g->kind == NULL) {
-    pm_strfree(S, g->name);
-    pm_strfree(S, g->kind);
-    pm_free(S, g, sizeof(*g));
+    pm_strfree(E, g->name);
+    pm_strfree(E, g->kind);
+    pm_free(E, g, sizeof(*g));
     return NULL;
   }
-  g->id = ++S->lastid;
+  g->id = ++E->lastid;
   g->refs = 1;
-  S->groups[S->ngroups++] = g;
+  E->groups[E->ngroups++] = g;
   return g;
 }
 
-/* S->groups is sorted by id: ids grow and sweeps keep the order. */
-pm_Group *pm_group_get (pm_State *S, int id) {
-  int lo = 0, hi = S->ngroups - 1;
+/* E->groups is sorted by id: ids grow and sweeps keep the order. */
+pm_Group *pm_group_get (pm_Engine *E, int id) {
+  int lo = 0, hi = E->ngroups - 1;
   while (lo <= hi) {
     int mid = lo + (hi - lo) / 2;
-    if (S->groups[mid]->id < id)
+    if (E->groups[mid]->id < id)
       lo = mid + 1;
-    else if (S->groups[mid]->id > id)
+    else if (E->groups[mid]->id > id)
       hi = mid - 1;
     else
-      return S->groups[mid];
+      return E->groups[mid];
   }
   return NULL;
 }
 
-void pm_group_release (pm_State *S, pm_Group *g) {
+void pm_group_release (pm_Engine *E, pm_Group *g) {
   if (--g->refs == 0) {
     g->dead = 1;
-    S->ndead++;
+    E->ndead++;
   }
 }
 
-static void group_free (pm_State *S, pm_Group *g) {
-  pm_strfree(S, g->name);
-  pm_strfree(S, g->kind);
+static void group_free (pm_Engine *E, pm_Group *g) {
+  pm_strfree(E, g->name);
+  pm_strfree(E, g->kind);
   if (g->envs != NULL)
-    pm_free(S, g->envs, (size_t)g->envcap * sizeof(pm_Env *));
-  pm_free(S, g, sizeof(*g));
+    pm_free(E, g->envs, (size_t)g->envcap * sizeof(pm_Env *));
+  pm_free(E, g, sizeof(*g));
 }
 
 static int is_function (uintptr_t v, void *arg) {
@@ -74,8 +74,8 @@ static int is_function (uintptr_t v, void *arg) {
   return PM_TAG(v) <= PM_FN_WRAP;
 }
 
-void pm_functions_forget (pm_State *S) {
-  pm_map_filter(&S->known, is_function, NULL);
+void pm_functions_forget (pm_Engine *E) {
+  pm_map_filter(&E->known, is_function, NULL);
 }
 
 /* }====================================================== */
@@ -86,26 +86,26 @@ void pm_functions_forget (pm_State *S) {
 ** =======================================================
 */
 
-pm_Env *pm_env_get (pm_State *S, const void *table, int create) {
-  uintptr_t v = pm_map_get(&S->known, table);
+pm_Env *pm_env_get (pm_Engine *E, const void *table, int create) {
+  uintptr_t v = pm_map_get(&E->known, table);
   pm_Env *e;
   if (v != 0 && PM_TAG(v) == PM_ENV)
     return PM_PTR(v);
   if (!create)
     return NULL;
-  e = pm_alloc(S, sizeof(*e));
+  e = pm_alloc(E, sizeof(*e));
   if (e == NULL)
     return NULL;
   memset(e, 0, sizeof(*e));
   e->table = table;
-  if (!pm_map_put(&S->known, table, (uintptr_t)e | PM_ENV, S->falloc, S->fud)) {
-    pm_free(S, e, sizeof(*e));
+  if (!pm_map_put(&E->known, table, (uintptr_t)e | PM_ENV, E->falloc, E->fud)) {
+    pm_free(E, e, sizeof(*e));
     return NULL;
   }
-  e->next = S->envs;
-  if (S->envs)
-    S->envs->prev = e;
-  S->envs = e;
+  e->next = E->envs;
+  if (E->envs)
+    E->envs->prev = e;
+  E->envs = e;
   return e;
 }
 
@@ -119,9 +119,9 @@ static int env_find (const pm_Env *e, const pm_Group *g) {
 
 /* g's own list of environments: memberships read it instead of every
 ** environment there is. */
-static int group_add_env (pm_State *S, pm_Group *g, pm_Env *e) {
+static int group_add_env (pm_Engine *E, pm_Group *g, pm_Env *e) {
   pm_Env **a =
-      pm_grow(S, g->envs, g->nenv, g->nenv + 1, &g->envcap, sizeof(*a), 2);
+      pm_grow(E, g->envs, g->nenv, g->nenv + 1, &g->envcap, sizeof(*a), 2);
   if (a == NULL)
     return 0;
   g->envs = a;
@@ -130,67 +130,67 @@ static int group_add_env (pm_State *S, pm_Group *g, pm_Env *e) {
   return 1;
 }
 
-static void group_drop_env (pm_State *S, pm_Group *g, const pm_Env *e) {
+static void group_drop_env (pm_Engine *E, pm_Group *g, const pm_Env *e) {
   int i;
   for (i = 0; i < g->nenv; i++)
     if (g->envs[i] == e) {
       g->envs[i] = g->envs[--g->nenv];
       break;
     }
-  pm_group_release(S, g);
+  pm_group_release(E, g);
 }
 
 /* A new environment (perfmon.load's) has no function resolved through it
 ** yet: attaching to it forgets nothing, so loading N plugins is not N
 ** walks of every function known. */
-int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g) {
+int pm_env_attach (pm_Engine *E, pm_Env *e, pm_Group *g) {
   if (env_find(e, g) >= 0)
     return PM_ATTACH_OK;
   if (e->n == PM_ENV_GROUPS)
     return PM_ATTACH_FULL;
-  if (!group_add_env(S, g, e))
+  if (!group_add_env(E, g, e))
     return PM_ATTACH_NOMEM;
   e->g[e->n++] = g;
   if (e->used)
-    pm_functions_forget(S);
+    pm_functions_forget(E);
   return PM_ATTACH_OK;
 }
 
-int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g) {
+int pm_env_detach (pm_Engine *E, pm_Env *e, pm_Group *g) {
   int i = env_find(e, g);
   if (i < 0)
     return 0;
   e->g[i] = e->g[--e->n];
-  group_drop_env(S, g, e);
+  group_drop_env(E, g, e);
   if (e->used)
-    pm_functions_forget(S);
+    pm_functions_forget(E);
   return 1;
 }
 
-static void env_free (pm_State *S, pm_Env *e) {
+static void env_free (pm_Engine *E, pm_Env *e) {
   int i;
   for (i = 0; i < e->n; i++)
-    group_drop_env(S, e->g[i], e);
+    group_drop_env(E, e->g[i], e);
   if (e->prev)
     e->prev->next = e->next;
   else
-    S->envs = e->next;
+    E->envs = e->next;
   if (e->next)
     e->next->prev = e->prev;
-  pm_free(S, e, sizeof(*e));
+  pm_free(E, e, sizeof(*e));
 }
 
-void pm_env_unref (pm_State *S, pm_Env *e) {
+void pm_env_unref (pm_Engine *E, pm_Env *e) {
   if (--e->refs == 0 && e->table == NULL)
-    env_free(S, e);
+    env_free(E, e);
 }
 
-void pm_env_forget (pm_State *S, pm_Env *e) {
+void pm_env_forget (pm_Engine *E, pm_Env *e) {
   /* chunks loaded with it may outlive the table: their env-less
      functions still belong to its groups */
   e->table = NULL;
   if (e->refs == 0)
-    env_free(S, e);
+    env_free(E, e);
 }
 
 /* }====================================================== */
@@ -201,20 +201,20 @@ void pm_env_forget (pm_State *S, pm_Env *e) {
 ** =======================================================
 */
 
-pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create) {
-  uintptr_t v = pm_map_get(&S->known, source);
+pm_Chunk *pm_chunk_get (pm_Engine *E, const void *source, int create) {
+  uintptr_t v = pm_map_get(&E->known, source);
   pm_Chunk *c;
   if (v != 0 && PM_TAG(v) == PM_CHUNK)
     return PM_PTR(v);
   if (!create)
     return NULL;
-  c = pm_alloc(S, sizeof(*c));
+  c = pm_alloc(E, sizeof(*c));
   if (c == NULL)
     return NULL;
   memset(c, 0, sizeof(*c));
-  if (!pm_map_put(&S->known, source, (uintptr_t)c | PM_CHUNK, S->falloc,
-                  S->fud)) {
-    pm_free(S, c, sizeof(*c));
+  if (!pm_map_put(&E->known, source, (uintptr_t)c | PM_CHUNK, E->falloc,
+                  E->fud)) {
+    pm_free(E, c, sizeof(*c));
     return NULL;
   }
   c->refs = 1;
@@ -222,14 +222,14 @@ pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create) {
 }
 
 typedef struct Tree {
-  pm_State *S;
+  pm_Engine *E;
   pm_Chunk *c;
 } Tree;
 
 static int key_proto (const void *p, void *arg) {
   Tree *t = arg;
-  if (!pm_map_put(&t->S->known, p, (uintptr_t)t->c | PM_CHUNK, t->S->falloc,
-                  t->S->fud))
+  if (!pm_map_put(&t->E->known, p, (uintptr_t)t->c | PM_CHUNK, t->E->falloc,
+                  t->E->fud))
     return 0;
   t->c->refs++;
   return 1;
@@ -237,29 +237,29 @@ static int key_proto (const void *p, void *arg) {
 
 /* Each prototype is a key: the main function's may die long before the
 ** functions it defined, and the record lives while any of them does. */
-pm_Chunk *pm_chunk_tree (pm_State *S, const void *root) {
+pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk) {
   Tree t;
-  t.S = S;
-  t.c = pm_alloc(S, sizeof(*t.c));
+  t.E = E;
+  t.c = pm_alloc(E, sizeof(*t.c));
   if (t.c == NULL)
     return NULL;
   memset(t.c, 0, sizeof(*t.c));
   t.c->exact = 1;
-  if (!pm_proto_walk(root, key_proto, &t) && t.c->refs == 0) {
-    pm_free(S, t.c, sizeof(*t.c));
+  if (!walk(root, key_proto, &t) && t.c->refs == 0) {
+    pm_free(E, t.c, sizeof(*t.c));
     return NULL;
   }
   return t.c; /* out of memory midway: the keys made so far name it */
 }
 
-void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e) {
+void pm_chunk_set_env (pm_Engine *E, pm_Chunk *c, pm_Env *e) {
   int replaced = 0;
   if (c->env == e || c->ambiguous)
     return;
   if (c->exact && c->env != NULL) {
     /* one load: its main function names the environment it was loaded
        with, over what a function under `local _ENV = M` suggested */
-    pm_env_unref(S, c->env);
+    pm_env_unref(E, c->env);
     c->env = NULL;
     replaced = 1;
   }
@@ -272,17 +272,17 @@ void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e) {
     c->ambiguous = 1;
   }
   if (c->unresolved || c->ambiguous || replaced)
-    pm_functions_forget(S);
+    pm_functions_forget(E);
 }
 
-void pm_chunk_forget (pm_State *S, pm_Chunk *c) {
+void pm_chunk_forget (pm_Engine *E, pm_Chunk *c) {
   if (--c->refs > 0)
     return;
   if (c->env)
-    pm_env_unref(S, c->env);
+    pm_env_unref(E, c->env);
   if (c->group)
-    pm_group_release(S, c->group); /* a chunk group dies with its chunk */
-  pm_free(S, c, sizeof(*c));
+    pm_group_release(E, c->group); /* a chunk group dies with its chunk */
+  pm_free(E, c, sizeof(*c));
 }
 
 /* }====================================================== */
@@ -293,59 +293,59 @@ void pm_chunk_forget (pm_State *S, pm_Chunk *c) {
 ** =======================================================
 */
 
-static int source_find (pm_State *S, const char *prefix, size_t len,
+static int source_find (pm_Engine *E, const char *prefix, size_t len,
                         pm_Group *g) {
   int i;
-  for (i = 0; i < S->nsources; i++)
-    if (S->sources[i].g == g && S->sources[i].len == len &&
-        memcmp(S->sources[i].prefix, prefix, len) == 0)
+  for (i = 0; i < E->nsources; i++)
+    if (E->sources[i].g == g && E->sources[i].len == len &&
+        memcmp(E->sources[i].prefix, prefix, len) == 0)
       return i;
   return -1;
 }
 
-int pm_source_attach (pm_State *S, const char *prefix, size_t len,
+int pm_source_attach (pm_Engine *E, const char *prefix, size_t len,
                       pm_Group *g) {
   pm_Source *src;
-  if (source_find(S, prefix, len, g) >= 0)
+  if (source_find(E, prefix, len, g) >= 0)
     return 1;
-  src = pm_grow(S, S->sources, S->nsources, S->nsources + 1, &S->sourcecap,
+  src = pm_grow(E, E->sources, E->nsources, E->nsources + 1, &E->sourcecap,
                 sizeof(*src), 8);
   if (src == NULL)
     return 0;
-  S->sources = src;
-  src = &S->sources[S->nsources];
-  if ((src->prefix = pm_alloc(S, len + 1)) == NULL)
+  E->sources = src;
+  src = &E->sources[E->nsources];
+  if ((src->prefix = pm_alloc(E, len + 1)) == NULL)
     return 0;
   memcpy(src->prefix, prefix, len);
   src->prefix[len] = '\0';
   src->len = len;
   src->g = g;
   g->refs++;
-  S->nsources++;
-  pm_functions_forget(S);
+  E->nsources++;
+  pm_functions_forget(E);
   return 1;
 }
 
-int pm_source_detach (pm_State *S, const char *prefix, size_t len,
+int pm_source_detach (pm_Engine *E, const char *prefix, size_t len,
                       pm_Group *g) {
-  int i = source_find(S, prefix, len, g);
+  int i = source_find(E, prefix, len, g);
   if (i < 0)
     return 0;
-  pm_free(S, S->sources[i].prefix, S->sources[i].len + 1);
-  S->sources[i] = S->sources[--S->nsources];
-  pm_group_release(S, g);
-  pm_functions_forget(S);
+  pm_free(E, E->sources[i].prefix, E->sources[i].len + 1);
+  E->sources[i] = E->sources[--E->nsources];
+  pm_group_release(E, g);
+  pm_functions_forget(E);
   return 1;
 }
 
-static void sources_free (pm_State *S) {
+static void sources_free (pm_Engine *E) {
   int i;
-  for (i = 0; i < S->nsources; i++)
-    pm_free(S, S->sources[i].prefix, S->sources[i].len + 1);
-  if (S->sources != NULL)
-    pm_free(S, S->sources, (size_t)S->sourcecap * sizeof(pm_Source));
-  S->sources = NULL;
-  S->nsources = S->sourcecap = 0;
+  for (i = 0; i < E->nsources; i++)
+    pm_free(E, E->sources[i].prefix, E->sources[i].len + 1);
+  if (E->sources != NULL)
+    pm_free(E, E->sources, (size_t)E->sourcecap * sizeof(pm_Source));
+  E->sources = NULL;
+  E->nsources = E->sourcecap = 0;
 }
 
 /* }====================================================== */
@@ -374,52 +374,52 @@ static void sort_groups (pm_Group **g, int n) {
   }
 }
 
-static int sets_resize (pm_State *S, size_t cap) {
+static int sets_resize (pm_Engine *E, size_t cap) {
   size_t i;
-  pm_Set **a = pm_alloc(S, cap * sizeof(*a));
+  pm_Set **a = pm_alloc(E, cap * sizeof(*a));
   if (a == NULL)
     return 0;
   memset(a, 0, cap * sizeof(*a));
-  if (S->sets) {
-    for (i = 0; i <= S->setmask; i++) {
-      pm_Set *s = S->sets[i], *next;
+  if (E->sets) {
+    for (i = 0; i <= E->setmask; i++) {
+      pm_Set *s = E->sets[i], *next;
       for (; s != NULL; s = next) {
         next = s->next;
         s->next = a[s->hash & (cap - 1)];
         a[s->hash & (cap - 1)] = s;
       }
     }
-    pm_free(S, S->sets, (S->setmask + 1) * sizeof(*a));
+    pm_free(E, E->sets, (E->setmask + 1) * sizeof(*a));
   }
-  S->sets = a;
-  S->setmask = cap - 1;
+  E->sets = a;
+  E->setmask = cap - 1;
   return 1;
 }
 
-static pm_Set *set_intern (pm_State *S, pm_Group **g, int n) {
+static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
   uint32_t h;
   pm_Set *s;
   size_t size;
   sort_groups(g, n);
   h = set_hash(g, n);
-  if (S->sets != NULL)
-    for (s = S->sets[h & S->setmask]; s != NULL; s = s->next)
+  if (E->sets != NULL)
+    for (s = E->sets[h & E->setmask]; s != NULL; s = s->next)
       if (s->hash == h && s->n == n &&
           memcmp(s->g, g, (size_t)n * sizeof(*g)) == 0)
         return s;
-  if ((S->sets == NULL || S->nsets + 1 > S->setmask + 1) &&
-      !sets_resize(S, S->sets ? (S->setmask + 1) * 2 : 64))
+  if ((E->sets == NULL || E->nsets + 1 > E->setmask + 1) &&
+      !sets_resize(E, E->sets ? (E->setmask + 1) * 2 : 64))
     return NULL;
   size = sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
-  s = pm_alloc(S, size);
+  s = pm_alloc(E, size);
   if (s == NULL)
     return NULL;
   s->hash = h;
   s->n = n;
   memcpy(s->g, g, (size_t)n * sizeof(*g));
-  s->next = S->sets[h & S->setmask];
-  S->sets[h & S->setmask] = s;
-  S->nsets++;
+  s->next = E->sets[h & E->setmask];
+  E->sets[h & E->setmask] = s;
+  E->nsets++;
   return s;
 }
 
@@ -440,7 +440,7 @@ static int set_add (pm_Group **set, int n, pm_Group *g) {
   return n + 1;
 }
 
-pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
+pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
                     const char *chunkname) {
   pm_Group *g[PM_SET_MAX];
   int n = 0, i;
@@ -454,9 +454,9 @@ pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
       n = set_add(g, n, c->env->g[i]);
     c->env->used = 1;
   }
-  if (c != NULL && (S->probes & PM_BIT(PM_PROBE_CHUNKS))) {
+  if (c != NULL && (E->probes & PM_BIT(PM_PROBE_CHUNKS))) {
     if (c->group == NULL) {
-      c->group = pm_group_new(S, chunkname, "chunk");
+      c->group = pm_group_new(E, chunkname, "chunk");
       if (c->group == NULL)
         return NULL;
       if (c->env) {
@@ -466,30 +466,30 @@ pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
     }
     n = set_add(g, n, c->group);
   }
-  if (source != NULL && S->nsources > 0) {
+  if (source != NULL && E->nsources > 0) {
     const char *path = source + (*source == '@' || *source == '=');
-    for (i = 0; i < S->nsources; i++)
-      if (strncmp(path, S->sources[i].prefix, S->sources[i].len) == 0)
-        n = set_add(g, n, S->sources[i].g);
+    for (i = 0; i < E->nsources; i++)
+      if (strncmp(path, E->sources[i].prefix, E->sources[i].len) == 0)
+        n = set_add(g, n, E->sources[i].g);
   }
-  return set_intern(S, g, n);
+  return set_intern(E, g, n);
 }
 
-void pm_sets_free (pm_State *S) {
+void pm_sets_free (pm_Engine *E) {
   size_t i;
-  if (S->sets == NULL)
+  if (E->sets == NULL)
     return;
-  for (i = 0; i <= S->setmask; i++) {
-    pm_Set *s = S->sets[i], *next;
+  for (i = 0; i <= E->setmask; i++) {
+    pm_Set *s = E->sets[i], *next;
     for (; s != NULL; s = next) {
       next = s->next;
-      pm_free(S, s, set_size(s));
+      pm_free(E, s, set_size(s));
     }
   }
-  pm_free(S, S->sets, (S->setmask + 1) * sizeof(pm_Set *));
-  S->sets = NULL;
-  S->nsets = 0;
-  S->empty = NULL;
+  pm_free(E, E->sets, (E->setmask + 1) * sizeof(pm_Set *));
+  E->sets = NULL;
+  E->nsets = 0;
+  E->empty = NULL;
 }
 
 /* }====================================================== */
@@ -552,16 +552,16 @@ static int set_dying (const pm_Set *s) {
 }
 
 /* Frees every set naming a dying group; returns how many. */
-static size_t sets_reap (pm_State *S) {
+static size_t sets_reap (pm_Engine *E) {
   size_t i, freed = 0;
-  for (i = 0; S->sets != NULL && i <= S->setmask; i++) {
-    pm_Set **p = &S->sets[i];
+  for (i = 0; E->sets != NULL && i <= E->setmask; i++) {
+    pm_Set **p = &E->sets[i];
     while (*p != NULL) {
       pm_Set *s = *p;
       if (set_dying(s)) {
         *p = s->next;
-        pm_free(S, s, set_size(s));
-        S->nsets--;
+        pm_free(E, s, set_size(s));
+        E->nsets--;
         freed++;
       } else
         p = &s->next;
@@ -571,12 +571,12 @@ static size_t sets_reap (pm_State *S) {
 }
 
 /* The dying group's last links: a pending alert, its chunk's environment. */
-static void group_reap (pm_State *S, pm_Group *g) {
+static void group_reap (pm_Engine *E, pm_Group *g) {
   if (g->alert_reason != 0)
-    S->alerts_pending--;
+    E->alerts_pending--;
   if (g->chunk_env != NULL)
-    pm_env_unref(S, g->chunk_env);
-  group_free(S, g);
+    pm_env_unref(E, g->chunk_env);
+  group_free(E, g);
 }
 
 /* The room to shrink a table of n items to: a power of 2 from `least`
@@ -589,68 +589,68 @@ static size_t shrunk_cap (size_t n, size_t least) {
 }
 
 /* Gives the array of groups back its room once under 1/4 full. */
-static void groups_shrink (pm_State *S) {
+static void groups_shrink (pm_Engine *E) {
   int cap;
   pm_Group **a;
-  if (S->groupcap <= 16 || S->ngroups * 4 >= S->groupcap)
+  if (E->groupcap <= 16 || E->ngroups * 4 >= E->groupcap)
     return;
-  cap = (int)shrunk_cap((size_t)S->ngroups, 16);
-  if ((a = pm_alloc(S, (size_t)cap * sizeof(*a))) == NULL)
+  cap = (int)shrunk_cap((size_t)E->ngroups, 16);
+  if ((a = pm_alloc(E, (size_t)cap * sizeof(*a))) == NULL)
     return; /* kept as it is */
-  memcpy(a, S->groups, (size_t)S->ngroups * sizeof(*a));
-  pm_free(S, S->groups, (size_t)S->groupcap * sizeof(*a));
-  S->groups = a;
-  S->groupcap = cap;
+  memcpy(a, E->groups, (size_t)E->ngroups * sizeof(*a));
+  pm_free(E, E->groups, (size_t)E->groupcap * sizeof(*a));
+  E->groups = a;
+  E->groupcap = cap;
 }
 
-int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S)) {
+int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
   pm_Group *g;
   int i, n = 0, freed;
-  if (S->ndead == 0)
+  if (E->ndead == 0)
     return 0;
-  for (i = 0; i < S->ngroups; i++)
-    S->groups[i]->dying = S->groups[i]->dead;
-  spare(S);
+  for (i = 0; i < E->ngroups; i++)
+    E->groups[i]->dying = E->groups[i]->dead;
+  spare(ud);
   /* the stopwatch's lists of this period and window */
-  for (g = S->touched; g != NULL; g = g->next_touched)
+  for (g = E->touched; g != NULL; g = g->next_touched)
     g->dying = 0;
-  for (g = S->windowed; g != NULL; g = g->next_windowed)
+  for (g = E->windowed; g != NULL; g = g->next_windowed)
     g->dying = 0;
-  if (sets_reap(S) > 0) {
-    pm_functions_forget(S);
-    if (S->setmask + 1 > 64 && S->nsets * 8 < S->setmask + 1)
-      sets_resize(S, shrunk_cap(S->nsets, 64)); /* out of memory: kept */
-    pm_map_shrink(&S->known, S->falloc, S->fud);
+  if (sets_reap(E) > 0) {
+    pm_functions_forget(E);
+    if (E->setmask + 1 > 64 && E->nsets * 8 < E->setmask + 1)
+      sets_resize(E, shrunk_cap(E->nsets, 64)); /* out of memory: kept */
+    pm_map_shrink(&E->known, E->falloc, E->fud);
   }
-  for (i = 0; i < S->ngroups; i++) {
-    pm_Group *d = S->groups[i];
+  for (i = 0; i < E->ngroups; i++) {
+    pm_Group *d = E->groups[i];
     if (d->dying)
-      group_reap(S, d); /* may release live groups: the next sweep's */
+      group_reap(E, d); /* may release live groups: the next sweep's */
     else
-      S->groups[n++] = d;
+      E->groups[n++] = d;
   }
-  freed = S->ngroups - n;
-  S->ngroups = n;
-  S->ndead -= freed;
-  groups_shrink(S);
+  freed = E->ngroups - n;
+  E->ngroups = n;
+  E->ndead -= freed;
+  groups_shrink(E);
   return freed;
 }
 
-void pm_groups_free (pm_State *S) {
+void pm_groups_free (pm_Engine *E) {
   int i;
-  while (S->envs != NULL) {
-    pm_Env *e = S->envs;
-    S->envs = e->next;
-    pm_free(S, e, sizeof(*e));
+  while (E->envs != NULL) {
+    pm_Env *e = E->envs;
+    E->envs = e->next;
+    pm_free(E, e, sizeof(*e));
   }
-  for (i = 0; i < S->ngroups; i++)
-    group_free(S, S->groups[i]);
-  if (S->groups)
-    pm_free(S, S->groups, (size_t)S->groupcap * sizeof(pm_Group *));
-  S->groups = NULL;
-  S->ngroups = S->groupcap = 0;
-  sources_free(S);
-  pm_sets_free(S);
+  for (i = 0; i < E->ngroups; i++)
+    group_free(E, E->groups[i]);
+  if (E->groups)
+    pm_free(E, E->groups, (size_t)E->groupcap * sizeof(pm_Group *));
+  E->groups = NULL;
+  E->ngroups = E->groupcap = 0;
+  sources_free(E);
+  pm_sets_free(E);
 }
 
 /* }====================================================== */

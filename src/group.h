@@ -32,7 +32,7 @@
 #define PM_SET_MAX 32 /* groups in one set: the width of Frame.owned */
 #define PM_ENV_GROUPS 31 /* groups on one environment (+ its chunk group) */
 
-typedef struct pm_State pm_State;
+typedef struct pm_Engine pm_Engine;
 
 /* Memory allocated (the memory probe): bytes, and blocks newly made. */
 typedef struct pm_Allocs {
@@ -77,9 +77,9 @@ typedef struct pm_Group {
   uint64_t start_cycles;
   uint32_t start_cpu;
   double start_blocking;
-  pm_Allocs start_alloc; /* S->allocs when it started */
+  pm_Allocs start_alloc; /* E->allocs when it started */
   pm_Allocs recent_alloc, recent_self_alloc; /* since the period began */
-  uint64_t start_blocked; /* S->blocked_cycles when it started */
+  uint64_t start_blocked; /* E->blocked_cycles when it started */
   uint64_t recent_cycles; /* since the period began */
   double recent_blocking;
   uint64_t recent_ticks;
@@ -130,45 +130,51 @@ typedef struct pm_Chunk {
 } pm_Chunk;
 
 /* A new group with one reference (its handle, or its chunk). */
-pm_Group *pm_group_new (pm_State *S, const char *name, const char *kind);
+pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind);
 /* The group with that id, NULL when it never was or was freed; a dead
 ** group not yet swept is returned, marked. */
-pm_Group *pm_group_get (pm_State *S, int id);
+pm_Group *pm_group_get (pm_Engine *E, int id);
 /* Drops a reference.  Never frees: safe inside the allocator wrapper. */
-void pm_group_release (pm_State *S, pm_Group *g);
+void pm_group_release (pm_Engine *E, pm_Group *g);
 /* Frees the dead groups nothing running holds, with the sets that name
-** them: spare(S) clears `dying` on the groups of every frame alive (hook.c).
+** them: spare(ud) clears `dying` on the groups of every frame alive (the
+** adapter's shadow stacks: pm_hook_spare).
 ** Forgets every cached function -> set when a set goes.  Not from the hook
 ** nor the allocator.  Returns how many were freed. */
-int pm_groups_sweep (pm_State *S, void (*spare)(pm_State *S));
+int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud);
 
-pm_Env *pm_env_get (pm_State *S, const void *table, int create);
+pm_Env *pm_env_get (pm_Engine *E, const void *table, int create);
 enum { PM_ATTACH_OK, PM_ATTACH_FULL, PM_ATTACH_NOMEM };
-int pm_env_attach (pm_State *S, pm_Env *e, pm_Group *g); /* PM_ATTACH_* */
-int pm_env_detach (pm_State *S, pm_Env *e, pm_Group *g);
-void pm_env_unref (pm_State *S, pm_Env *e);
-void pm_env_forget (pm_State *S, pm_Env *e); /* its table was collected */
+int pm_env_attach (pm_Engine *E, pm_Env *e, pm_Group *g); /* PM_ATTACH_* */
+int pm_env_detach (pm_Engine *E, pm_Env *e, pm_Group *g);
+void pm_env_unref (pm_Engine *E, pm_Env *e);
+void pm_env_forget (pm_Engine *E, pm_Env *e); /* its table was collected */
 
-pm_Chunk *pm_chunk_get (pm_State *S, const void *source, int create);
+pm_Chunk *pm_chunk_get (pm_Engine *E, const void *source, int create);
 /* The record of the chunk whose main function has prototype root, keyed by
-** every prototype of its tree (proto.h); NULL when memory ran out. */
-pm_Chunk *pm_chunk_tree (pm_State *S, const void *root);
-void pm_chunk_set_env (pm_State *S, pm_Chunk *c, pm_Env *e);
-void pm_chunk_forget (pm_State *S, pm_Chunk *c);
+** every prototype of its tree, which walk(root, f, arg) calls f on until f
+** returns 0 (the adapter's pm_proto_walk); NULL when memory ran out. */
+typedef int (*pm_Walk)(const void *root, int (*f)(const void *p, void *arg),
+                       void *arg);
+pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk);
+void pm_chunk_set_env (pm_Engine *E, pm_Chunk *c, pm_Env *e);
+void pm_chunk_forget (pm_Engine *E, pm_Chunk *c);
 
 /* Every chunk whose path begins with prefix (len bytes) belongs to g too;
 ** attaching returns 0 when memory ran out, detaching whether it was. */
-int pm_source_attach (pm_State *S, const char *prefix, size_t len, pm_Group *g);
-int pm_source_detach (pm_State *S, const char *prefix, size_t len, pm_Group *g);
+int pm_source_attach (pm_Engine *E, const char *prefix, size_t len,
+                      pm_Group *g);
+int pm_source_detach (pm_Engine *E, const char *prefix, size_t len,
+                      pm_Group *g);
 
 /* The set of e's groups, those of c's environment when c is exact (a
 ** function under `local _ENV = M`, or after _ENV was reassigned, stays in
 ** its chunk's groups), the groups of the source prefixes that source
 ** (lua_Debug.source) begins with, and c's chunk group when chunks are
 ** probed, PM_SET_MAX at most; NULL when memory ran out. */
-pm_Set *pm_set_for (pm_State *S, pm_Env *e, pm_Chunk *c, const char *source,
+pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
                     const char *chunkname);
-void pm_sets_free (pm_State *S);
+void pm_sets_free (pm_Engine *E);
 
 /* Groups that contain g: attached to every environment g is attached to
 ** (for a chunk group, its environment's groups), read from g's own list of
@@ -177,8 +183,8 @@ int pm_memberships (const pm_Group *g, int *ids, int max);
 
 /* Forgets every cached function -> set resolution: called whenever what a
 ** function resolves to may have changed (attach, detach, probes). */
-void pm_functions_forget (pm_State *S);
+void pm_functions_forget (pm_Engine *E);
 
-void pm_groups_free (pm_State *S);
+void pm_groups_free (pm_Engine *E);
 
 #endif

@@ -45,16 +45,16 @@ static void invalidate (void) {
 }
 
 static pm_Thread *thread_new (pm_State *S, lua_State *L) {
-  pm_Thread *t = pm_alloc(S, sizeof(*t));
+  pm_Thread *t = pm_alloc(&S->e, sizeof(*t));
   if (t == NULL)
     return NULL;
   memset(t, 0, sizeof(*t));
   t->S = S;
   t->L = L;
   t->active = 1;
-  if (!pm_map_put(&S->known, pm_thread_key(L), (uintptr_t)t | PM_THREAD,
-                  S->falloc, S->fud)) {
-    pm_free(S, t, sizeof(*t));
+  if (!pm_map_put(&S->e.known, pm_thread_key(L), (uintptr_t)t | PM_THREAD,
+                  S->e.falloc, S->e.fud)) {
+    pm_free(&S->e, t, sizeof(*t));
     return NULL;
   }
   return t;
@@ -70,10 +70,10 @@ static void thread_free (pm_Thread *t) {
   pm_State *S = t->S;
   set_chain(t, NULL, 0, 0);
   if (t->f)
-    pm_free(S, t->f, (size_t)t->cap * sizeof(pm_Frame));
+    pm_free(&S->e, t->f, (size_t)t->cap * sizeof(pm_Frame));
   if (S->current == t)
     S->current = NULL;
-  pm_free(S, t, sizeof(*t));
+  pm_free(&S->e, t, sizeof(*t));
 }
 
 /* }====================================================== */
@@ -86,7 +86,7 @@ static void thread_free (pm_Thread *t) {
 
 /* Room for `need` frames; returns 0 when memory ran out. */
 static int frames_grow (pm_Thread *t, int need) {
-  pm_Frame *f = pm_grow(t->S, t->f, t->n, need, &t->cap, sizeof(*f), 32);
+  pm_Frame *f = pm_grow(&t->S->e, t->f, t->n, need, &t->cap, sizeof(*f), 32);
   if (f == NULL)
     return 0;
   t->f = f;
@@ -101,19 +101,19 @@ static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
   fr = &t->f[t->n++];
   fr->ci = ci;
   fr->set = set;
-  fr->iter = t->S->iter;
-  fr->owned = set != parent ? pm_sw_enter(t->S, set) : 0;
+  fr->iter = t->S->e.iter;
+  fr->owned = set != parent ? pm_sw_enter(&t->S->e, set) : 0;
 }
 
 /* The innermost set of t, were it running. */
 static const pm_Set *top_set (const pm_Thread *t) {
-  return t->n > 0 ? t->f[t->n - 1].set : t->S->empty;
+  return t->n > 0 ? t->f[t->n - 1].set : t->S->e.empty;
 }
 
 /* The return of a frame into another set: out of line, as the common
 ** return stays in its caller's set. */
 static PM_NOINLINE void leave (pm_Thread *t, const pm_Frame *fr) {
-  pm_sw_leave(t->S, fr->set, fr->owned, fr->iter, top_set(t));
+  pm_sw_leave(&t->S->e, fr->set, fr->owned, fr->iter, top_set(t));
 }
 
 /* Pops the top frame of the running thread. */
@@ -136,7 +136,7 @@ static void stop_frames (pm_Thread *t, int keep) {
   for (i = t->n - 1; i >= 0; i--) {
     pm_Frame *fr = &t->f[i];
     if (fr->owned & ~PM_SW_SELF)
-      pm_sw_release(t->S, fr->set, (uint32_t)fr->owned, fr->iter);
+      pm_sw_release(&t->S->e, fr->set, (uint32_t)fr->owned, fr->iter);
     fr->owned &= PM_SW_SELF;
   }
   if (!keep)
@@ -180,51 +180,51 @@ static int is_resumer (lua_State *L) {
 
 /* A thread that yielded keeps its frames; one that ended has none. */
 static void thread_stop (pm_Thread *t) {
-  t->loop_events = pm_sw_nested_pause(t->S, t->loops);
-  pm_sw_blocking_pause(t->S, t->blocking);
+  t->loop_events = pm_sw_nested_pause(&t->S->e, t->loops);
+  pm_sw_blocking_pause(&t->S->e, t->blocking);
   stop_frames(t, lua_status(t->L) == LUA_YIELD);
   t->active = 0;
 }
 
 static void thread_run (pm_Thread *t) {
-  const pm_Set *parent = t->S->empty;
+  const pm_Set *parent = t->S->e.empty;
   int i;
-  if (!pm_sw_nested_resume(t->S, t->loops, t->loop_events))
+  if (!pm_sw_nested_resume(&t->S->e, t->loops, t->loop_events))
     t->loops = 0; /* too deep to come back: dropped */
-  pm_sw_blocking_resume(t->S, t->blocking);
+  pm_sw_blocking_resume(&t->S->e, t->blocking);
   for (i = 0; i < t->n; i++) {
     pm_Frame *fr = &t->f[i];
-    fr->iter = t->S->iter;
+    fr->iter = t->S->e.iter;
     fr->owned =
-        fr->set != parent ? PM_SW_SELF | pm_sw_acquire(t->S, fr->set) : 0;
+        fr->set != parent ? PM_SW_SELF | pm_sw_acquire(&t->S->e, fr->set) : 0;
     parent = fr->set;
   }
   t->active = 1;
 }
 
 int pm_hook_blocking_begin (pm_State *S) {
-  int rc = pm_sw_blocking_begin(S);
-  if (rc == PERFMON_OK && S->monitors > 0 && S->current != NULL)
+  int rc = pm_sw_blocking_begin(&S->e);
+  if (rc == PERFMON_OK && S->e.monitors > 0 && S->current != NULL)
     S->current->blocking++;
   return rc;
 }
 
 int pm_hook_blocking_end (pm_State *S) {
-  int rc = pm_sw_blocking_end(S);
+  int rc = pm_sw_blocking_end(&S->e);
   if (rc == PERFMON_OK && S->current != NULL && S->current->blocking > 0)
     S->current->blocking--;
   return rc;
 }
 
 int pm_hook_nested_enter (pm_State *S) {
-  int rc = pm_sw_nested_enter(S);
-  if (rc == PERFMON_OK && S->monitors > 0 && S->current != NULL)
+  int rc = pm_sw_nested_enter(&S->e);
+  if (rc == PERFMON_OK && S->e.monitors > 0 && S->current != NULL)
     S->current->loops++;
   return rc;
 }
 
 int pm_hook_nested_leave (pm_State *S) {
-  int rc = pm_sw_nested_leave(S);
+  int rc = pm_sw_nested_leave(&S->e);
   if (rc == PERFMON_OK && S->current != NULL && S->current->loops > 0)
     S->current->loops--;
   return rc;
@@ -235,13 +235,13 @@ int pm_hook_nested_leave (pm_State *S) {
 ** stopwatch does not run. */
 static void thread_switch (pm_Thread *t) {
   pm_Thread *prev = t->S->current;
-  pm_sw_self(t->S, NULL);
+  pm_sw_self(&t->S->e, NULL);
   if (prev != NULL && prev->active && !is_resumer(prev->L))
     thread_stop(prev);
   if (!t->active)
     thread_run(t);
   t->S->current = t;
-  pm_sw_self(t->S, top_set(t));
+  pm_sw_self(&t->S->e, top_set(t));
 }
 
 /* }====================================================== */
@@ -260,13 +260,13 @@ static pm_Chunk *chunk_of (pm_State *S, const void *f, const char *source,
                            int is_main) {
   if (S->proto_direct) {
     const void *p = pm_proto_of(f);
-    uintptr_t v = pm_map_get(&S->known, p);
+    uintptr_t v = pm_map_get(&S->e.known, p);
     if (v != 0 && PM_TAG(v) == PM_CHUNK)
       return PM_PTR(v);
     if (is_main)
-      return pm_chunk_tree(S, p);
+      return pm_chunk_tree(&S->e, p, pm_proto_walk);
   }
-  return pm_chunk_get(S, source - S->string_offset, 1);
+  return pm_chunk_get(&S->e, source - S->string_offset, 1);
 }
 
 /* The set of the Lua function on the top of the stack.  Its environment is
@@ -298,16 +298,16 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   if (envp != NULL) {
     /* out of memory: resolved again next time, since attaching to a new
        record forgets nothing (pm_env_attach) */
-    if ((e = pm_env_get(S, envp, 1)) == NULL)
+    if ((e = pm_env_get(&S->e, envp, 1)) == NULL)
       return NULL;
     if (c != NULL && (is_main || c->env == NULL))
-      pm_chunk_set_env(S, c, e);
+      pm_chunk_set_env(&S->e, c, e);
   } else if (c != NULL) {
     if (c->env != NULL && !c->ambiguous)
       e = c->env;
     c->unresolved |= c->env == NULL;
   }
-  return pm_set_for(S, e, c, d.source, d.short_src);
+  return pm_set_for(&S->e, e, c, d.source, d.short_src);
 }
 
 /* Resolves and caches the function on the top of the stack. */
@@ -325,14 +325,14 @@ static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
       return PM_FN_C; /* out of memory: inherit the caller's set */
     v = (uintptr_t)s | PM_FN_LUA;
   }
-  pm_map_put(&S->known, key, v, S->falloc, S->fud);
+  pm_map_put(&S->e.known, key, v, S->e.falloc, S->e.fud);
   return v;
 }
 
 /* The value cached for the function on the top of the stack. */
 static uintptr_t lookup (pm_State *S, lua_State *L) {
   const void *key = lua_topointer(L, -1);
-  uintptr_t v = pm_map_get(&S->known, key);
+  uintptr_t v = pm_map_get(&S->e.known, key);
   return v != 0 ? v : resolve(S, L, key);
 }
 
@@ -345,7 +345,7 @@ static const pm_Set *set_of (uintptr_t v, const pm_Set *parent) {
 static PM_INLINE uintptr_t function_of (pm_State *S, lua_State *L,
                                         lua_Debug *ar, int fast) {
   uintptr_t v;
-  if (fast && (v = pm_map_get(&S->known, pm_frame_function(ar->i_ci))) != 0)
+  if (fast && (v = pm_map_get(&S->e.known, pm_frame_function(ar->i_ci))) != 0)
     return v;
   lua_getinfo(L, "f", ar);
   v = lookup(S, L);
@@ -392,7 +392,7 @@ static int seed_find (pm_Thread *t, lua_State *L, int from, int fast) {
 ** time, not the frames' groups'. */
 static void seed (pm_Thread *t, lua_State *L, int from, int fast) {
   lua_Debug ar;
-  const pm_Set *parent = t->S->empty;
+  const pm_Set *parent = t->S->e.empty;
   int n = seed_find(t, L, from, fast), i;
   for (i = 0; i < n; i++) {
     const pm_Set *set;
@@ -405,7 +405,7 @@ static void seed (pm_Thread *t, lua_State *L, int from, int fast) {
 
 /* The record of L, or NULL when perfmon has none yet. */
 static pm_Thread *record_of (pm_State *S, lua_State *L) {
-  uintptr_t v = pm_map_get(&S->known, pm_thread_key(L));
+  uintptr_t v = pm_map_get(&S->e.known, pm_thread_key(L));
   return v != 0 && PM_TAG(v) == PM_THREAD ? PM_PTR(v) : NULL;
 }
 
@@ -415,7 +415,7 @@ static pm_Thread *record_of (pm_State *S, lua_State *L) {
 static pm_Thread *thread_find (lua_State *L, int from, int fast) {
   pm_State *S = pm_state_get(L);
   pm_Thread *t;
-  if (S == NULL || S->monitors == 0) {
+  if (S == NULL || S->e.monitors == 0) {
     if (S != NULL)
       pm_sampler_sethook(S, L, NULL, 0, 0);
     else
@@ -457,8 +457,9 @@ static int discover_chunk (const void *obj, int proto, void *arg) {
   pm_State *S = ((Discovery *)arg)->S;
   uintptr_t v;
   if (proto && pm_proto_is_main(obj)) {
-    v = pm_map_get(&S->known, obj);
-    if ((v == 0 || PM_TAG(v) != PM_CHUNK) && pm_chunk_tree(S, obj) == NULL)
+    v = pm_map_get(&S->e.known, obj);
+    if ((v == 0 || PM_TAG(v) != PM_CHUNK) &&
+        pm_chunk_tree(&S->e, obj, pm_proto_walk) == NULL)
       return 0; /* out of memory: the rest stays unknown */
   }
   return 1;
@@ -473,18 +474,18 @@ static int discover_env (const void *obj, int proto, void *arg) {
   uintptr_t v;
   if (proto || pm_proto_is_main(p = pm_proto_of(obj)) != d->mains)
     return 1;
-  v = pm_map_get(&S->known, p);
+  v = pm_map_get(&S->e.known, p);
   if (v == 0 || PM_TAG(v) != PM_CHUNK)
-    v = pm_map_get(&S->known, pm_proto_source(p));
+    v = pm_map_get(&S->e.known, pm_proto_source(p));
   c = v != 0 && PM_TAG(v) == PM_CHUNK ? PM_PTR(v) : NULL;
   if ((c != NULL && c->env != NULL) ||
       (table = pm_proto_env(obj, S->string_offset)) == NULL)
     return 1; /* known already, or it cannot tell */
-  if (c == NULL && (c = pm_chunk_get(S, pm_proto_source(p), 1)) == NULL)
+  if (c == NULL && (c = pm_chunk_get(&S->e, pm_proto_source(p), 1)) == NULL)
     return 0;
-  if ((e = pm_env_get(S, table, 1)) == NULL)
+  if ((e = pm_env_get(&S->e, table, 1)) == NULL)
     return 0;
-  pm_chunk_set_env(S, c, e);
+  pm_chunk_set_env(&S->e, c, e);
   return 1;
 }
 
@@ -644,7 +645,7 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
       return; /* same groups: the frame keeps its stopwatches */
     pop(t);
   }
-  parent = t->n > 0 ? t->f[t->n - 1].set : S->empty;
+  parent = t->n > 0 ? t->f[t->n - 1].set : S->e.empty;
   push(t, ar->i_ci, set_of(v, parent), parent);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
     hook_coroutine(S, L, ar, kind);
@@ -703,7 +704,7 @@ static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
   pm_Frame *top = &t->f[t->n - 1];
   if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
       top->ci == pm_frame_caller(ar->i_ci)) {
-    uintptr_t v = pm_map_get(&t->S->known, pm_frame_function(ar->i_ci));
+    uintptr_t v = pm_map_get(&t->S->e.known, pm_frame_function(ar->i_ci));
     /* top->set is never NULL, so a miss (0) never reads as "same set" */
     if (v == PM_FN_C || v == (uintptr_t)top->set) {
       top[1].ci = ar->i_ci;
@@ -784,9 +785,9 @@ const char *pm_hook_path (pm_State *S) {
 */
 
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
-  if (S->monitors == 0) {
-    if (S->empty == NULL &&
-        (S->empty = pm_set_for(S, NULL, NULL, NULL, NULL)) == NULL)
+  if (S->e.monitors == 0) {
+    if (S->e.empty == NULL &&
+        (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
       return "not enough memory";
     discover(L, S);
     /* a debugger's or coverage tool's hook stays, called from perfmon's */
@@ -795,9 +796,9 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
       return "not enough memory";
     S->hook_lost = 0;
   }
-  pm_sw_probes(S, probes, 1);
-  if (S->monitors++ == 0) {
-    pm_sw_start(S);
+  pm_sw_probes(&S->e, probes, 1);
+  if (S->e.monitors++ == 0) {
+    pm_sw_start(&S->e);
     install(S, S->main, record_of(S, S->main));
     install(S, L, record_of(S, L));
   }
@@ -821,8 +822,8 @@ static int drop_thread (uintptr_t v, void *arg) {
   if (PM_TAG(v) != PM_THREAD)
     return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
   if (!t->active) {
-    pm_sw_blocking_orphan(t->S, t->blocking);
-    pm_sw_nested_orphan(t->S, t->loops);
+    pm_sw_blocking_orphan(&t->S->e, t->blocking);
+    pm_sw_nested_orphan(&t->S->e, t->loops);
   }
   unhook(t->S, t->L, t);
   thread_free(t);
@@ -830,19 +831,19 @@ static int drop_thread (uintptr_t v, void *arg) {
 }
 
 static void uninstall (lua_State *L, pm_State *S) {
-  pm_map_filter(&S->known, drop_thread, NULL);
+  pm_map_filter(&S->e.known, drop_thread, NULL);
   unhook(S, S->main, NULL);
   if (L != NULL)
     unhook(S, L, NULL);
   S->current = NULL;
-  pm_sets_free(S);
+  pm_sets_free(&S->e);
   invalidate();
 }
 
 void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
-  pm_sw_probes(S, probes, -1);
-  if (--S->monitors == 0) {
-    pm_sw_stop(S);
+  pm_sw_probes(&S->e, probes, -1);
+  if (--S->e.monitors == 0) {
+    pm_sw_stop(&S->e);
     uninstall(L, S);
   }
 }
@@ -857,7 +858,7 @@ static void lose (pm_State *S, pm_Thread *t) {
   S->hook_lost = 1;
   if (t != NULL) {
     if (t == S->current)
-      pm_sw_self(S, S->empty);
+      pm_sw_self(&S->e, S->e.empty);
     stop_frames(t, 0);
   }
 }
@@ -878,17 +879,17 @@ static int check_thread (uintptr_t v, void *arg) {
 }
 
 int pm_hook_lost (lua_State *L, pm_State *S) {
-  if (S->monitors > 0) {
+  if (S->e.monitors > 0) {
     check_hook(S, S->main, 1);
     check_hook(S, L, 0);
-    pm_map_filter(&S->known, check_thread, NULL);
+    pm_map_filter(&S->e.known, check_thread, NULL);
   }
   return S->hook_lost;
 }
 
 void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
-  if (S->monitors == 0)
+  if (S->e.monitors == 0)
     return;
   check_hook(S, S->main, 1);
   check_hook(S, L, 0);
@@ -916,23 +917,24 @@ static int spare_thread (uintptr_t v, void *arg) {
 /* A dead group on a shadow stack (a frame of a function detached while it
 ** ran, a coroutine suspended in it) stays until that frame is gone: its
 ** set, and the stopwatch the frame started, still name it. */
-void pm_hook_spare (pm_State *S) {
-  spare_set(S->self_set);
-  pm_map_filter(&S->known, spare_thread, NULL);
+void pm_hook_spare (void *ud) {
+  pm_State *S = ud;
+  spare_set(S->e.self_set);
+  pm_map_filter(&S->e.known, spare_thread, NULL);
 }
 
 void pm_thread_forget (pm_State *S, pm_Thread *t) {
   if (t == S->current)
-    pm_sw_self(S, S->empty);
+    pm_sw_self(&S->e, S->e.empty);
   stop_frames(t, 0);
   thread_free(t);
   invalidate();
 }
 
 void pm_hook_close (pm_State *S) {
-  if (S->monitors > 0)
+  if (S->e.monitors > 0)
     uninstall(NULL, S);
-  S->monitors = 0;
+  S->e.monitors = 0;
 }
 
 /* }====================================================== */
@@ -955,7 +957,7 @@ static int add_depth (uintptr_t v, void *arg) {
 
 int pm_hook_capacity (pm_State *S) {
   int maxdepth = 0;
-  pm_map_filter(&S->known, add_depth, &maxdepth);
+  pm_map_filter(&S->e.known, add_depth, &maxdepth);
   return maxdepth;
 }
 

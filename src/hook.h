@@ -87,7 +87,7 @@ lua_Hook pm_hook_chained (pm_State *S, lua_State *co, int *mask, int *count);
 void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
 /* Clears `dying` on every group a shadow stack holds: pm_groups_sweep's
 ** spare. */
-void pm_hook_spare (pm_State *S);
+void pm_hook_spare (void *S); /* a pm_State */
 void pm_hook_close (pm_State *S); /* lua_close */
 
 /* The set of the function on the top of the stack, resolved and cached as

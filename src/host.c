@@ -11,7 +11,11 @@
 
 #include "alert.h"
 #include "hook.h"
+#include "lalert.h"
 #include "stopwatch.h"
+
+_Static_assert(PM_OK == PERFMON_OK && PM_EMISUSE == PERFMON_EMISUSE,
+               "the engine's codes are the API's");
 
 /* No perfmon of this copy's runs here: never loaded, closing, or loaded
 ** by another copy of perfmon's code, which these calls cannot reach. */
@@ -27,13 +31,21 @@ static int with_state (lua_State *L, int (*f)(pm_State *S)) {
   return f(S);
 }
 
+static int event_begin (pm_State *S) {
+  return pm_sw_event_begin(&S->e);
+}
+
+static int event_end (pm_State *S) {
+  return pm_sw_event_end(&S->e);
+}
+
 int perfmon_event_begin (lua_State *L) {
-  return with_state(L, pm_sw_event_begin);
+  return with_state(L, event_begin);
 }
 
 /* The watcher's alerts are delivered once the event is over. */
 int perfmon_event_end (lua_State *L) {
-  int rc = with_state(L, pm_sw_event_end);
+  int rc = with_state(L, event_end);
   if (rc == PERFMON_OK)
     pm_alert_deliver(L, pm_state_get(L));
   return rc;
@@ -71,7 +83,7 @@ int perfmon_user_input (lua_State *L) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
     return missing(L);
-  pm_alert_input(S);
+  pm_alert_input(&S->e);
   return PERFMON_OK;
 }
 
@@ -79,7 +91,7 @@ int perfmon_animation (lua_State *L, int on) {
   pm_State *S = pm_state_get(L);
   if (S == NULL)
     return missing(L);
-  pm_alert_animation(S, on != 0);
+  pm_alert_animation(&S->e, on != 0);
   return PERFMON_OK;
 }
 

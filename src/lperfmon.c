@@ -12,6 +12,7 @@
 #include <lauxlib.h>
 
 #include "alert.h"
+#include "lalert.h"
 #include "fleet.h"
 #include "hook.h"
 #include "perfmon.h"
@@ -47,14 +48,14 @@ static pm_Group *check_group (lua_State *L, int arg) {
   int *id = luaL_checkudata(L, arg, GROUP_MT);
   if (*id <= 0)
     luaL_argerror(L, arg, "perfmon.group was collected");
-  return pm_group_get(state(L), *id);
+  return pm_group_get(&state(L)->e, *id);
 }
 
 /* Frees dead groups, as perfmon's own work: charged to nobody. */
 static void sweep (pm_State *S) {
-  pm_sw_own(S, 1);
-  pm_groups_sweep(S, pm_hook_spare);
-  pm_sw_own(S, 0);
+  pm_sw_own(&S->e, 1);
+  pm_groups_sweep(&S->e, pm_hook_spare, S);
+  pm_sw_own(&S->e, 0);
 }
 
 /* A name field of the table at 1.  The core keeps names as C strings, so a
@@ -86,9 +87,9 @@ static int l_group (lua_State *L) {
   kind = field_string(L, "kind");
   S = state(L);
   /* a host that makes groups and never takes a snapshot frees them too */
-  if (S->ndead >= 256 && 2 * S->ndead >= S->ngroups)
+  if (S->e.ndead >= 256 && 2 * S->e.ndead >= S->e.ngroups)
     sweep(S);
-  g = pm_group_new(S, name, kind);
+  g = pm_group_new(&S->e, name, kind);
   if (g == NULL)
     return (nomem(L), 0);
   id = lua_newuserdatauv(L, sizeof(int), 0);
@@ -117,9 +118,9 @@ static int group_index (lua_State *L) {
 static int group_gc (lua_State *L) {
   int *id = luaL_checkudata(L, 1, GROUP_MT);
   pm_State *S = pm_state_get(L);
-  pm_Group *g = (S != NULL && *id > 0) ? pm_group_get(S, *id) : NULL;
+  pm_Group *g = (S != NULL && *id > 0) ? pm_group_get(&S->e, *id) : NULL;
   if (g != NULL)
-    pm_group_release(S, g);
+    pm_group_release(&S->e, g);
   *id = -*id;
   return 0;
 }
@@ -143,10 +144,10 @@ static int l_attach (lua_State *L) {
   pm_Group *g;
   luaL_checktype(L, 1, LUA_TTABLE);
   g = check_group(L, 2);
-  e = pm_env_get(S, lua_topointer(L, 1), 1);
+  e = pm_env_get(&S->e, lua_topointer(L, 1), 1);
   if (e == NULL)
     return (nomem(L), 0);
-  switch (pm_env_attach(S, e, g)) {
+  switch (pm_env_attach(&S->e, e, g)) {
     case PM_ATTACH_FULL:
       return luaL_argerror(L, 1,
                            "environment already has the most groups "
@@ -163,8 +164,8 @@ static int l_detach (lua_State *L) {
   pm_Group *g;
   luaL_checktype(L, 1, LUA_TTABLE);
   g = check_group(L, 2);
-  e = pm_env_get(S, lua_topointer(L, 1), 0);
-  lua_pushboolean(L, e != NULL && pm_env_detach(S, e, g));
+  e = pm_env_get(&S->e, lua_topointer(L, 1), 0);
+  lua_pushboolean(L, e != NULL && pm_env_detach(&S->e, e, g));
   return 1;
 }
 
@@ -183,7 +184,7 @@ static int l_attach_source (lua_State *L) {
   size_t len;
   const char *prefix = check_prefix(L, &len);
   pm_Group *g = check_group(L, 2);
-  if (!pm_source_attach(S, prefix, len, g))
+  if (!pm_source_attach(&S->e, prefix, len, g))
     return (nomem(L), 0);
   return 0;
 }
@@ -194,7 +195,7 @@ static int l_detach_source (lua_State *L) {
   size_t len;
   const char *prefix = check_prefix(L, &len);
   pm_Group *g = check_group(L, 2);
-  lua_pushboolean(L, pm_source_detach(S, prefix, len, g));
+  lua_pushboolean(L, pm_source_detach(&S->e, prefix, len, g));
   return 1;
 }
 
@@ -234,7 +235,7 @@ static int l_open (lua_State *L) {
 static int l_close (lua_State *L) {
   pm_State *S = pm_state_get(L);
   unsigned mask = check_probes(L, 1);
-  if (S != NULL && S->monitors > 0)
+  if (S != NULL && S->e.monitors > 0)
     pm_monitor_close(L, S, mask);
   return 0;
 }
@@ -324,11 +325,11 @@ static int build_stats (lua_State *L) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "hook_lost");
   }
-  push_stats(L, 0, "process", "process", &S->process, ids, 0);
+  push_stats(L, 0, "process", "process", &S->e.process, ids, 0);
   lua_setfield(L, -2, "process");
-  lua_createtable(L, 0, S->ngroups - S->ndead);
-  for (i = 0; i < S->ngroups; i++) {
-    pm_Group *g = S->groups[i];
+  lua_createtable(L, 0, S->e.ngroups - S->e.ndead);
+  for (i = 0; i < S->e.ngroups; i++) {
+    pm_Group *g = S->e.groups[i];
     int n;
     if (g->dead)
       continue;
@@ -347,14 +348,14 @@ static int l_stats (lua_State *L) {
   pm_State *S = state(L);
   int lost = pm_hook_lost(L, S), status;
   pm_hook_settle(L, S);
-  pm_sw_snapshot(S);
+  pm_sw_snapshot(&S->e);
   sweep(S);
   lua_pushcfunction(L, build_stats);
   lua_pushlightuserdata(L, S);
   lua_pushboolean(L, lost);
-  pm_sw_own(S, 1);
+  pm_sw_own(&S->e, 1);
   status = lua_pcall(L, 2, 1, 0);
-  pm_sw_own(S, 0);
+  pm_sw_own(&S->e, 0);
   if (status != LUA_OK)
     return lua_error(L);
   return 1;
@@ -440,19 +441,19 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "chunks");
   lua_pushstring(L, S->proto_heap ? "heap" : "hook");
   lua_setfield(L, -2, "chunks_found");
-  lua_pushinteger(L, S->monitors);
+  lua_pushinteger(L, S->e.monitors);
   lua_setfield(L, -2, "monitors");
   lua_pushboolean(L, pm_hook_lost(L, S));
   lua_setfield(L, -2, "hook_lost");
-  lua_pushinteger(L, S->ngroups - S->ndead);
+  lua_pushinteger(L, S->e.ngroups - S->e.ndead);
   lua_setfield(L, -2, "groups");
-  lua_pushinteger(L, (lua_Integer)(S->bytes + pm_map_bytes(&S->known)));
+  lua_pushinteger(L, (lua_Integer)(S->e.bytes + pm_map_bytes(&S->e.known)));
   lua_setfield(L, -2, "bytes");
   lua_pushinteger(L, pm_hook_capacity(S));
   lua_setfield(L, -2, "shadow_capacity");
   lua_pushinteger(L, (lua_Integer)(sizeof(pm_Group) + sizeof(pm_Env)));
   lua_setfield(L, -2, "bytes_per_group");
-  lua_pushinteger(L, (lua_Integer)S->window);
+  lua_pushinteger(L, (lua_Integer)S->e.window);
   lua_setfield(L, -2, "windows");
   return 1;
 }
@@ -465,11 +466,10 @@ static int l_info (lua_State *L) {
 ** =======================================================
 */
 
-/* Raises at the caller's position: these are called by the user. */
-static int marker (lua_State *L, int (*f)(pm_State *), const char *misuse) {
-  pm_State *S = state(L);
-  pm_hook_settle(L, S);
-  if (f(S) != PERFMON_OK) {
+/* The C API's markers, raising at the caller's position: these are called
+** by the user. */
+static int marker (lua_State *L, int (*f)(lua_State *L), const char *misuse) {
+  if (f(L) != PERFMON_OK) {
     luaL_where(L, 1);
     lua_pushstring(L, misuse);
     lua_concat(L, 2);
@@ -479,32 +479,30 @@ static int marker (lua_State *L, int (*f)(pm_State *), const char *misuse) {
 }
 
 static int l_event_begin (lua_State *L) {
-  return marker(L, pm_sw_event_begin,
+  return marker(L, perfmon_event_begin,
                 "event_begin: an event is already open in this loop");
 }
 
-/* Alerts are delivered once the event is over. */
+/* perfmon_event_end delivers the alerts once the event is over. */
 static int l_event_end (lua_State *L) {
-  marker(L, pm_sw_event_end, "event_end: no event is open");
-  pm_alert_deliver(L, state(L));
-  return 0;
+  return marker(L, perfmon_event_end, "event_end: no event is open");
 }
 
 static int l_nested_enter (lua_State *L) {
-  return marker(L, pm_hook_nested_enter, "nested_enter: too many nested loops");
+  return marker(L, perfmon_nested_enter, "nested_enter: too many nested loops");
 }
 
 static int l_nested_leave (lua_State *L) {
-  return marker(L, pm_hook_nested_leave,
+  return marker(L, perfmon_nested_leave,
                 "nested_leave: no nested loop is open");
 }
 
 static int l_blocking_begin (lua_State *L) {
-  return marker(L, pm_hook_blocking_begin, "blocking_begin: cannot happen");
+  return marker(L, perfmon_blocking_begin, "blocking_begin: cannot happen");
 }
 
 static int l_blocking_end (lua_State *L) {
-  return marker(L, pm_hook_blocking_end,
+  return marker(L, perfmon_blocking_end,
                 "blocking_end: no blocking call is open");
 }
 
@@ -618,13 +616,13 @@ static int l_deliver (lua_State *L) {
 }
 
 static int l_user_input (lua_State *L) {
-  pm_alert_input(state(L));
+  pm_alert_input(&state(L)->e);
   return 0;
 }
 
 static int l_animation (lua_State *L) {
   luaL_checktype(L, 1, LUA_TBOOLEAN);
-  pm_alert_animation(state(L), lua_toboolean(L, 1));
+  pm_alert_animation(&state(L)->e, lua_toboolean(L, 1));
   return 0;
 }
 
@@ -690,7 +688,7 @@ static int hooks_set (lua_State *L) {
   pm_State *S = state(L);
   int arg, mask = 0, count = 0;
   lua_State *co = hook_thread(L, &arg);
-  if (S->monitors == 0)
+  if (S->e.monitors == 0)
     return call_raw(L, 1);
   if (S->debug_hook == NULL)
     return luaL_error(L, "debug.sethook: perfmon is monitoring this Lua "
@@ -723,7 +721,7 @@ static int hooks_get (lua_State *L) {
   lua_State *co = hook_thread(L, &arg);
   char smask[4];
   lua_Hook h;
-  if (S->monitors == 0 || !pm_hook_owns(S, co))
+  if (S->e.monitors == 0 || !pm_hook_owns(S, co))
     return call_raw(L, 2);
   if ((h = pm_hook_chained(S, co, &mask, &count)) == NULL) {
     luaL_pushfail(L);

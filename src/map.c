@@ -26,7 +26,7 @@ static unsigned log2_of (size_t cap) {
   return n;
 }
 
-static int resize (pm_Map *m, size_t cap, lua_Alloc f, void *ud) {
+static int resize (pm_Map *m, size_t cap, pm_Allocf f, void *ud) {
   size_t oldcap = m->e ? m->mask + 1 : 0;
   pm_MapEntry *old = m->e;
   pm_MapEntry *e = f(ud, NULL, 0, cap * sizeof(*e));
@@ -47,7 +47,7 @@ static int resize (pm_Map *m, size_t cap, lua_Alloc f, void *ud) {
   return 1;
 }
 
-int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
+int pm_map_put (pm_Map *m, const void *key, uintptr_t val, pm_Allocf f,
                 void *ud) {
   if (m->count > 0) {
     size_t i = find(m, key);
@@ -110,7 +110,7 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
   }
 }
 
-void pm_map_shrink (pm_Map *m, lua_Alloc f, void *ud) {
+void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud) {
   size_t cap = 64;
   if (m->e == NULL || m->mask + 1 <= 64 || m->count * 8 >= m->mask + 1)
     return;
@@ -119,7 +119,7 @@ void pm_map_shrink (pm_Map *m, lua_Alloc f, void *ud) {
   resize(m, cap, f, ud); /* when memory runs out, m stays as it was */
 }
 
-void pm_map_free (pm_Map *m, lua_Alloc f, void *ud) {
+void pm_map_free (pm_Map *m, pm_Allocf f, void *ud) {
   if (m->e)
     f(ud, m->e, (m->mask + 1) * sizeof(*m->e), 0);
   m->e = NULL;

@@ -2,9 +2,10 @@
 ** map.h -- a hash map from addresses to tagged words.
 **
 ** Open addressing with linear probing and backward-shift deletion, so
-** lookups never meet tombstones.  Memory comes from the lua_State's own
-** allocator (the one perfmon wraps), called directly: growing the map never
-** runs the garbage collector.  A failed growth leaves the map as it was.
+** lookups never meet tombstones.  Memory comes from an allocator with
+** lua_Alloc's contract (pm_Allocf): perfmon passes the lua_State's own, the
+** one it wraps, called directly, so growing the map never runs the garbage
+** collector.  A failed growth leaves the map as it was.
 */
 #ifndef PM_MAP_H
 #define PM_MAP_H
@@ -12,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <lua.h>
+/* lua_Alloc's signature and contract, without lua.h. */
+typedef void *(*pm_Allocf)(void *ud, void *ptr, size_t osize, size_t nsize);
 
 typedef struct pm_MapEntry {
   const void *key; /* NULL: a free slot */
@@ -44,7 +46,7 @@ static inline uintptr_t pm_map_get (const pm_Map *m, const void *key) {
   return 0;
 }
 /* Inserts or replaces; returns 0 when memory ran out. */
-int pm_map_put (pm_Map *m, const void *key, uintptr_t val, lua_Alloc f,
+int pm_map_put (pm_Map *m, const void *key, uintptr_t val, pm_Allocf f,
                 void *ud);
 /* Removes key if present; returns its old value or 0. */
 uintptr_t pm_map_del (pm_Map *m, const void *key);
@@ -53,8 +55,8 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
                     void *arg);
 /* Gives memory back once it is under 1/8 full: never from the hook or the
 ** allocator, only where a long pause is the caller's own (a sweep). */
-void pm_map_shrink (pm_Map *m, lua_Alloc f, void *ud);
-void pm_map_free (pm_Map *m, lua_Alloc f, void *ud);
+void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud);
+void pm_map_free (pm_Map *m, pm_Allocf f, void *ud);
 size_t pm_map_bytes (const pm_Map *m);
 
 #endif

@@ -576,7 +576,7 @@ static int co_wrapped (lua_State *L) {
   pm_State *S = lua_touserdata(L, lua_upvalueindex(2));
   pm_Profiler *P = profiler_of(L, 2);
   int r;
-  if (!S->closed && S->monitors > 0)
+  if (!S->closed && S->e.monitors > 0)
     pm_hook_give(S, co);
   if (P != NULL)
     set_running(L, P, lua_upvalueindex(1));
@@ -727,8 +727,8 @@ static void unpatch (lua_State *L, int anchor) {
 void pm_profiler_init (pm_Profiler *P, pm_State *S) {
   memset(P, 0, sizeof(*P));
   P->S = S;
-  P->falloc = S->falloc;
-  P->fud = S->fud;
+  P->falloc = S->e.falloc;
+  P->fud = S->e.fud;
   P->state = PM_PROF_NEW;
   P->slot = -1;
   P->interval_us = 1000;
@@ -751,7 +751,7 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
     pm_sampler_unrequest(S, S->main);
     if (P->running != NULL)
       pm_sampler_unrequest(S, P->running);
-    if (S->monitors > 0 && S->current != NULL)
+    if (S->e.monitors > 0 && S->current != NULL)
       pm_sampler_unrequest(S, S->current->L);
   }
   if (S->profiler == P)
@@ -843,7 +843,7 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
     luaL_error(L, "a debug hook is already set (debug.sethook); the "
                   "profiler needs the count hook");
   start(L, P, idx, rate_us, timer, max_samples);
-  if (after != 0 && S->monitors > 0) {
+  if (after != 0 && S->e.monitors > 0) {
     after = lua_absindex(L, after);
     lua_pushvalue(L, after);
     lua_pushvalue(L, after + 1);

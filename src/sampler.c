@@ -102,7 +102,7 @@ void pm_sampler_unrequest (pm_State *S, lua_State *L) {
 ** monitor, the profiler's own tracking of resume and wrap. */
 static lua_State *target (pm_Profiler *P) {
   pm_State *S = P->S;
-  pm_Thread *t = S->monitors > 0 ? S->current : NULL;
+  pm_Thread *t = S->e.monitors > 0 ? S->current : NULL;
   return t != NULL ? t->L : P->running;
 }
 
@@ -134,7 +134,7 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
     return;
   }
   if (ar->event != LUA_HOOKCOUNT) { /* a monitor installed meanwhile */
-    if (S->monitors > 0 && S->hook != NULL)
+    if (S->e.monitors > 0 && S->hook != NULL)
       S->hook(L, ar);
     return;
   }

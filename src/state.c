@@ -120,53 +120,10 @@ static void set_mark (lua_State *L) {
 
 /* }====================================================== */
 
-void *pm_alloc (pm_State *S, size_t n) {
-  void *p = S->falloc(S->fud, NULL, 0, n);
-  if (p != NULL)
-    S->bytes += n;
-  return p;
-}
-
-void pm_free (pm_State *S, void *p, size_t n) {
-  S->falloc(S->fud, p, n, 0);
-  S->bytes -= n;
-}
-
-void *pm_grow (pm_State *S, void *a, int n, int need, int *cap, size_t size,
-               int first) {
-  int c = *cap;
-  void *b;
-  if (need <= c)
-    return a;
-  while (c < need)
-    c = c > 0 ? 2 * c : first;
-  if ((b = pm_alloc(S, (size_t)c * size)) == NULL)
-    return NULL;
-  if (a != NULL) {
-    memcpy(b, a, (size_t)n * size);
-    pm_free(S, a, (size_t)*cap * size);
-  }
-  *cap = c;
-  return b;
-}
-
-char *pm_strdup (pm_State *S, const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = pm_alloc(S, n);
-  if (d != NULL)
-    memcpy(d, s, n);
-  return d;
-}
-
-void pm_strfree (pm_State *S, char *s) {
-  if (s != NULL)
-    pm_free(S, s, strlen(s) + 1);
-}
-
 static int drop_record (uintptr_t v, void *arg) {
   pm_State *S = arg;
   if (PM_TAG(v) == PM_CHUNK)
-    pm_chunk_forget(S, PM_PTR(v));
+    pm_chunk_forget(&S->e, PM_PTR(v));
   return 1;
 }
 
@@ -181,9 +138,9 @@ static int state_gc (lua_State *L) {
   pm_hook_close(S);
   if (S->fleet_id != 0)
     pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
-  pm_map_filter(&S->known, drop_record, S);
-  pm_map_free(&S->known, S->falloc, S->fud);
-  pm_groups_free(S);
+  pm_map_filter(&S->e.known, drop_record, S);
+  pm_map_free(&S->e.known, S->e.falloc, S->e.fud);
+  pm_groups_free(&S->e);
   pm_watch_close(L, S);
   S->closed = 1;
   return 0;
@@ -228,9 +185,11 @@ pm_State *pm_state_open (lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
-  S->falloc = lua_getallocf(L, &S->fud);
-  S->iter = 1;
-  S->period = 1;
+  {
+    void *ud;
+    lua_Alloc f = lua_getallocf(L, &ud);
+    pm_engine_init(&S->e, f, ud);
+  }
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   S->main = lua_tothread(L, -1);
   lua_pop(L, 1);

@@ -5,7 +5,7 @@
 ** group in the current iteration, and stopped when that frame leaves: so
 ** when A calls B both run, and when B calls back into A, A is not started a
 ** second time.  Each stopwatch remembers its iteration number; bumping
-** S->iter cancels every measure under way in O(1) (nested loops, event
+** E->iter cancels every measure under way in O(1) (nested loops, event
 ** boundaries), since a stale stopwatch is simply dropped when it stops.
 **
 ** Cycles accumulate per group over a period, the span between two commits
@@ -20,13 +20,13 @@
 #ifndef PM_STOPWATCH_H
 #define PM_STOPWATCH_H
 
-#include "state.h"
+#include "engine.h"
 
 /* Starts stopwatches for the groups of s that are not running; returns
 ** the mask of those it started (bit i: s->g[i]). */
-uint32_t pm_sw_acquire (pm_State *S, const pm_Set *s);
+uint32_t pm_sw_acquire (pm_Engine *E, const pm_Set *s);
 /* Stops the stopwatches a frame started in iteration iter. */
-void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
+void pm_sw_release (pm_Engine *E, const pm_Set *s, uint32_t owned,
                     uint64_t iter);
 
 /* Self time runs for the innermost frame's set.  A call into another set
@@ -36,45 +36,45 @@ void pm_sw_release (pm_State *S, const pm_Set *s, uint32_t owned,
 ** the innermost again.  A coroutine switch says which set is innermost
 ** with pm_sw_self (NULL: none, while stopwatches stop and start). */
 #define PM_SW_SELF ((uint64_t)1 << 32)
-uint64_t pm_sw_enter (pm_State *S, const pm_Set *s);
-void pm_sw_leave (pm_State *S, const pm_Set *s, uint64_t owned, uint64_t iter,
+uint64_t pm_sw_enter (pm_Engine *E, const pm_Set *s);
+void pm_sw_leave (pm_Engine *E, const pm_Set *s, uint64_t owned, uint64_t iter,
                   const pm_Set *below);
-void pm_sw_self (pm_State *S, const pm_Set *s);
+void pm_sw_self (pm_Engine *E, const pm_Set *s);
 
-void pm_sw_start (pm_State *S); /* monitoring begins */
-void pm_sw_stop (pm_State *S); /* monitoring ends: commit what is pending */
-void pm_sw_snapshot (pm_State *S);
+void pm_sw_start (pm_Engine *E); /* monitoring begins */
+void pm_sw_stop (pm_Engine *E); /* monitoring ends: commit what is pending */
+void pm_sw_snapshot (pm_Engine *E);
 /* perfmon's own work (a snapshot's tables) begins (on) or ends: left out of
 ** every measure, the process's included, as time off the CPU is; nothing
 ** it allocates counts. */
-void pm_sw_own (pm_State *S, int on);
+void pm_sw_own (pm_Engine *E, int on);
 /* A quiet region: what runs inside is charged to no group (the process
 ** still counts its CPU time). */
-void pm_sw_quiet (pm_State *S, int on);
-void pm_sw_probes (pm_State *S, unsigned probes, int delta);
+void pm_sw_quiet (pm_Engine *E, int on);
+void pm_sw_probes (pm_Engine *E, unsigned probes, int delta);
 
 /* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */
-int pm_sw_event_begin (pm_State *S);
-int pm_sw_event_end (pm_State *S);
-int pm_sw_nested_enter (pm_State *S);
-int pm_sw_nested_leave (pm_State *S);
-int pm_sw_blocking_begin (pm_State *S);
-int pm_sw_blocking_end (pm_State *S);
+int pm_sw_event_begin (pm_Engine *E);
+int pm_sw_event_end (pm_Engine *E);
+int pm_sw_nested_enter (pm_Engine *E);
+int pm_sw_nested_leave (pm_Engine *E);
+int pm_sw_blocking_begin (pm_Engine *E);
+int pm_sw_blocking_end (pm_Engine *E);
 /* A thread suspended inside the n innermost nested loops: they are set
 ** aside while it is (the loop below runs events again), with whether each
 ** had an event open (bit i: the i-th from the top); they come back when it
 ** runs again (0 when there is no room: they are dropped).  n levels of a
 ** thread that monitoring forgets may still be left (not a misuse). */
-uint64_t pm_sw_nested_pause (pm_State *S, int n);
-int pm_sw_nested_resume (pm_State *S, int n, uint64_t events);
-void pm_sw_nested_orphan (pm_State *S, int n);
+uint64_t pm_sw_nested_pause (pm_Engine *E, int n);
+int pm_sw_nested_resume (pm_Engine *E, int n, uint64_t events);
+void pm_sw_nested_orphan (pm_Engine *E, int n);
 /* A thread suspended inside n blocking calls, which wait no more while it
 ** is (the code that runs meanwhile is not blocked); they go on when it
 ** runs again. */
-void pm_sw_blocking_pause (pm_State *S, int n);
-void pm_sw_blocking_resume (pm_State *S, int n);
+void pm_sw_blocking_pause (pm_Engine *E, int n);
+void pm_sw_blocking_resume (pm_Engine *E, int n);
 /* n paused calls of a thread that monitoring forgets: they may still end
 ** (not a misuse), and never wait again. */
-void pm_sw_blocking_orphan (pm_State *S, int n);
+void pm_sw_blocking_orphan (pm_Engine *E, int n);
 
 #endif

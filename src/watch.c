@@ -8,11 +8,11 @@
 #include "hook.h"
 
 static void forget (pm_State *S, const void *key, uintptr_t v) {
-  pm_map_del(&S->known, key);
+  pm_map_del(&S->e.known, key);
   switch (PM_TAG(v)) {
     case PM_THREAD: pm_thread_forget(S, PM_PTR(v)); break;
-    case PM_ENV: pm_env_forget(S, PM_PTR(v)); break;
-    case PM_CHUNK: pm_chunk_forget(S, PM_PTR(v)); break;
+    case PM_ENV: pm_env_forget(&S->e, PM_PTR(v)); break;
+    case PM_CHUNK: pm_chunk_forget(&S->e, PM_PTR(v)); break;
     default: /* a function: its cache entry was all there was */ break;
   }
 }
@@ -21,10 +21,10 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
 ** allocations and resizes go straight on to the host's allocator without
 ** saving a register. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
-  uintptr_t v = pm_map_get(&S->known, ptr);
+  uintptr_t v = pm_map_get(&S->e.known, ptr);
   if (v != 0)
     forget(S, ptr, v);
-  return S->falloc(S->fud, ptr, osize, 0);
+  return S->e.falloc(S->e.fud, ptr, osize, 0);
 }
 
 /* The memory probe: bytes a block grows by (a new one from nothing: with
@@ -32,26 +32,26 @@ static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
 static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
                                         size_t nsize) {
   size_t old = ptr != NULL ? osize : 0;
-  void *block = S->falloc(S->fud, ptr, osize, nsize);
+  void *block = S->e.falloc(S->e.fud, ptr, osize, nsize);
   if (block != NULL) {
-    S->allocs.bytes += nsize > old ? nsize - old : 0;
-    S->allocs.count += ptr == NULL;
+    S->e.allocs.bytes += nsize > old ? nsize - old : 0;
+    S->e.allocs.count += ptr == NULL;
   }
   return block;
 }
 
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL && S->known.count != 0)
+  if (nsize == 0 && ptr != NULL && S->e.known.count != 0)
     return watch_free(S, ptr, osize);
-  if (PM_UNLIKELY(S->count_allocs) && nsize != 0)
+  if (PM_UNLIKELY(S->e.count_allocs) && nsize != 0)
     return counted_alloc(S, ptr, osize, nsize);
-  return S->falloc(S->fud, ptr, osize, nsize);
+  return S->e.falloc(S->e.fud, ptr, osize, nsize);
 }
 
 /* Keys one probe object; a full collection must then remove the key. */
 static int probe (pm_State *S, const void *key) {
-  return pm_map_put(&S->known, key, PM_FN_C, S->falloc, S->fud);
+  return pm_map_put(&S->e.known, key, PM_FN_C, S->e.falloc, S->e.fud);
 }
 
 static size_t string_offset (lua_State *L) {
@@ -82,7 +82,7 @@ int pm_watch_open (lua_State *L, pm_State *S) {
   /* then perfmon's own, which fail by returning 0 */
   for (i = 0; i < 5; i++)
     if (!probe(S, keys[i])) {
-      pm_map_free(&S->known, S->falloc, S->fud);
+      pm_map_free(&S->e.known, S->e.falloc, S->e.fud);
       lua_pop(L, 6);
       return -1;
     }
@@ -90,11 +90,11 @@ int pm_watch_open (lua_State *L, pm_State *S) {
   lua_pop(L, 6);
   lua_gc(L, LUA_GCCOLLECT);
   for (i = 0; i < 5; i++)
-    if (pm_map_del(&S->known, keys[i]) != 0)
+    if (pm_map_del(&S->e.known, keys[i]) != 0)
       ok = 0; /* its free went unseen, or to another address */
   if (!ok) {
-    lua_setallocf(L, S->falloc, S->fud);
-    pm_map_free(&S->known, S->falloc, S->fud);
+    lua_setallocf(L, S->e.falloc, S->e.fud);
+    pm_map_free(&S->e.known, S->e.falloc, S->e.fud);
   }
   return ok;
 }
@@ -105,5 +105,5 @@ pm_State *pm_watch_state (lua_State *L) {
 }
 
 void pm_watch_close (lua_State *L, pm_State *S) {
-  lua_setallocf(L, S->falloc, S->fud);
+  lua_setallocf(L, S->e.falloc, S->e.fud);
 }

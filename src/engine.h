@@ -1,0 +1,145 @@
+/*
+** engine.h -- pm_Engine, what perfmon measures with, for one Lua universe.
+**
+** The engine is the part of perfmon that knows no Lua: the clocks, the
+** address map, groups and their sets, the stopwatch (iterations, windows,
+** periods, commits) and alert detection.  It includes no Lua header, links
+** alone, and is unit-tested in C with fake clocks (tests/engine/).  The
+** adapter (state.h) embeds a pm_Engine as the first member of its pm_State
+** and drives it from the hook; the layout below is grouped by owner.
+**
+** The address map `known` is shared by everything that keys anything on a
+** Lua object's address: functions and threads (hook.c), environments and
+** chunks (group.c).  The adapter's allocator wrapper (watch.c) drops an
+** entry the moment Lua frees its key, so that an address reused by a new
+** object never inherits the old object's groups.
+*/
+#ifndef PM_ENGINE_H
+#define PM_ENGINE_H
+
+#include "clock.h"
+#include "group.h"
+#include "map.h"
+
+/* Hints for the hot paths (the hook, the allocator wrapper): what to keep
+** inline, and what to move out of line so that the common case needs no
+** register saved. */
+#if defined(__GNUC__)
+#define PM_INLINE inline __attribute__((always_inline))
+#define PM_NOINLINE __attribute__((noinline))
+#define PM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define PM_INLINE inline
+#define PM_NOINLINE
+#define PM_UNLIKELY(x) (x)
+#endif
+
+/* What the markers return: the same values as perfmon.h's PERFMON_OK and
+** PERFMON_EMISUSE (host.c checks that they agree). */
+#define PM_OK 0
+#define PM_EMISUSE (-2)
+
+/* Tags in the low bits of a `known` value (the pointers are 8-aligned). */
+#define PM_TAG_MASK 7u
+enum {
+  PM_FN_LUA = 0, /* a Lua function; the value is its pm_Set */
+  PM_FN_C = 1, /* a C function: its frame inherits the caller's set */
+  PM_FN_RESUME = 2, /* coroutine.resume: arg 1 is the thread */
+  PM_FN_WRAP = 3, /* a coroutine.wrap function: upvalue 1 is the thread */
+  PM_THREAD = 4, /* a pm_Thread */
+  PM_ENV = 5, /* a pm_Env */
+  PM_CHUNK = 6 /* a pm_Chunk */
+};
+#define PM_TAG(v) ((unsigned)((v)&PM_TAG_MASK))
+#define PM_PTR(v) ((void *)((v) & ~(uintptr_t)PM_TAG_MASK))
+
+enum {
+  PM_PROBE_JANK,
+  PM_PROBE_BLOCKING,
+  PM_PROBE_TICKS,
+  PM_PROBE_CHUNKS,
+  PM_PROBE_MEMORY,
+  PM_NPROBES
+};
+#define PM_BIT(p) (1u << (p))
+
+#define PM_MAX_LOOPS 64 /* nesting depth of event loops */
+
+struct pm_Engine {
+  /* mem.c: perfmon's own records, through the allocator Lua was given */
+  pm_Allocf falloc;
+  void *fud;
+  size_t bytes; /* perfmon's own records (pm_alloc), beside known's */
+  pm_Map known;
+  int count_allocs; /* the memory probe is held: allocs counts */
+  pm_Allocs allocs; /* every allocation counted, monotonic (watch.c) */
+
+  /* group.c */
+  pm_Group **groups; /* live and dead not yet swept, by id */
+  int ngroups, groupcap;
+  int lastid; /* ids made so far */
+  int ndead; /* dead groups among them */
+  pm_Env *envs;
+  pm_Source *sources;
+  int nsources, sourcecap;
+  pm_Set **sets;
+  size_t setmask, nsets;
+  pm_Set *empty;
+
+  /* stopwatch.c */
+  unsigned probes; /* PM_BIT(probe) when held */
+  int probe_refs[PM_NPROBES];
+  int monitors;
+  uint64_t iter; /* iteration number, 1.. */
+  uint64_t period; /* commits so far */
+  uint64_t period_cycles; /* cycles when the period began */
+  uint64_t period_blocked; /* blocked_cycles then */
+  pm_Group *touched; /* groups that ran in this period */
+  int ntouched; /* how many */
+  const pm_Set *self_set; /* the innermost frame's set: its self time runs */
+  uint64_t self_cycles, self_blocked; /* when that measure began */
+  pm_Allocs self_alloc, period_alloc; /* allocs then, and at the commit */
+  uint32_t self_cpu;
+  uint64_t window; /* renormalisations so far */
+  uint64_t window_cycles, window_blocked; /* when the window began */
+  pm_CpuTime window_time; /* the thread's CPU time then */
+  const void *window_thread; /* the OS thread whose clock that was */
+  pm_Group *windowed; /* groups with cycles in this window */
+  uint64_t window_limit; /* cycles: a group change ends an older window */
+  double cpu_per_cycle; /* µs of CPU per busy cycle, last window */
+  pm_CpuTime period_time; /* of this period, from windows closed in it */
+  double cycles_per_us; /* the counter's rate; 0 until measured */
+  uint64_t rate_cycles; /* where the rate is measured from */
+  double rate_wall;
+  int loop; /* 0: the outer loop; >0: nested */
+  unsigned char in_event[PM_MAX_LOOPS];
+  int loop_orphans; /* levels set aside when monitoring stopped: may end */
+  int blocking_depth;
+  int blocking_orphans; /* paused when monitoring stopped: may still end */
+  double blocking_since, blocking_total; /* wall µs */
+  uint64_t blocking_since_cycles, blocked_cycles; /* off the CPU */
+  pm_Stats process;
+  int own; /* perfmon's own work runs (pm_sw_own) */
+  uint64_t own_cycles; /* when it began */
+  pm_CpuTime own_time;
+
+  /* alert.c: the watcher's thresholds (µs) and what makes jank visible */
+  int watching; /* a dispatcher is set: alerts are detected */
+  int quiet; /* listeners run: nothing is charged to groups */
+  double jank_threshold, blocking_threshold, input_window;
+  int alerts_pending; /* groups with an alert not yet taken */
+  double alert_due; /* wall µs: when the dispatcher wants its next call */
+  int animating; /* the host says an animation runs */
+  int event_animated; /* an animation ran during the open event */
+  double last_input, event_since; /* wall µs */
+};
+
+/* Readies a zeroed E to allocate with f and ud. */
+static inline void pm_engine_init (pm_Engine *E, pm_Allocf f, void *ud) {
+  E->falloc = f;
+  E->fud = ud;
+  E->iter = 1;
+  E->period = 1;
+}
+
+#endif
