@@ -1,0 +1,512 @@
+/*
+** engine_test.c -- the engine alone (engine.h), on fake clocks.
+**
+** No Lua here: the test plays the adapter's part.  It makes groups and
+** their sets, opens a monitor as hook.c does, and calls and returns
+** through a shadow stack of its own (call/ret below: what hook.c does for
+** each Lua call and return).  The clocks move only when a test says
+** (fake_clock.h), so every figure the stopwatch computes is checked
+** against the exact value the design documents give: shares of a window,
+** self against inclusive time, nested-loop cancellation, blocking, the
+** histograms and the alerts, and groups' lifetimes.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alert.h"
+#include "fake_clock.h"
+#include "group.h"
+#include "mem.h"
+#include "stopwatch.h"
+
+static int failures;
+
+#define CHECK(c)                                                               \
+  ((c) ? (void)0                                                               \
+       : (void)(failures++, fprintf(stderr, "%s:%d: %s: failed: %s\n",         \
+                                    __FILE__, __LINE__, current, #c)))
+/* Exact but for the rounding of a share (a ratio of cycles). */
+#define NEAR(a, b)                                                             \
+  ((fabs((double)(a) - (double)(b)) < 1e-6)                                    \
+       ? (void)0                                                               \
+       : (void)(failures++,                                                    \
+                fprintf(stderr, "%s:%d: %s: %s is %.9g, not %.9g\n", __FILE__, \
+                        __LINE__, current, #a, (double)(a), (double)(b))))
+
+static const char *current; /* the test running */
+
+/*
+** {======================================================
+** The adapter's part
+** =======================================================
+*/
+
+static void *test_alloc (void *ud, void *p, size_t osize, size_t nsize) {
+  (void)ud;
+  (void)osize;
+  if (nsize == 0) {
+    free(p);
+    return NULL;
+  }
+  return realloc(p, nsize);
+}
+
+static pm_Engine E;
+
+typedef struct Frame {
+  const pm_Set *set;
+  uint64_t iter, owned;
+} Frame;
+
+static Frame stack[64];
+static int depth;
+
+static const pm_Set *top_set (void) {
+  return depth > 0 ? stack[depth - 1].set : E.empty;
+}
+
+/* A call of a function of set s, as the hook sees it. */
+static void call (const pm_Set *s) {
+  const pm_Set *parent = top_set();
+  Frame *f = &stack[depth++];
+  f->set = s;
+  f->iter = E.iter;
+  f->owned = s != parent ? pm_sw_enter(&E, s) : 0;
+}
+
+/* Its return. */
+static void ret (void) {
+  Frame f = stack[--depth];
+  if (f.owned)
+    pm_sw_leave(&E, f.set, f.owned, f.iter, top_set());
+}
+
+static pm_Group *group (const char *name) {
+  pm_Group *g = pm_group_new(&E, name, "plugin");
+  CHECK(g != NULL);
+  return g;
+}
+
+/* The set of the functions of an environment (any address will do) that
+** groups a and b (or NULL) are attached to. */
+static const pm_Set *set_of (const void *table, pm_Group *a, pm_Group *b) {
+  pm_Env *e = pm_env_get(&E, table, 1);
+  CHECK(e != NULL && pm_env_attach(&E, e, a) == PM_ATTACH_OK);
+  if (b != NULL)
+    CHECK(pm_env_attach(&E, e, b) == PM_ATTACH_OK);
+  return pm_set_for(&E, e, NULL, NULL, NULL);
+}
+
+static void monitor (unsigned probes) {
+  memset(&E, 0, sizeof(E));
+  pm_engine_init(&E, test_alloc, NULL);
+  E.empty = pm_set_for(&E, NULL, NULL, NULL, NULL);
+  pm_sw_probes(&E, probes, 1);
+  E.monitors++;
+  pm_sw_start(&E);
+  depth = 0;
+}
+
+/* Closes the monitor and frees everything, as lua_close does: every byte
+** perfmon counted comes back. */
+static void unmonitor (unsigned probes) {
+  pm_sw_probes(&E, probes, -1);
+  if (--E.monitors == 0)
+    pm_sw_stop(&E);
+  pm_groups_free(&E);
+  pm_map_free(&E.known, E.falloc, E.fud);
+  CHECK(E.bytes == 0);
+}
+
+/* A group's totals once committed (a snapshot outside events), in µs. */
+static double cpu (const pm_Group *g) {
+  return g->total.cpu.cpu_us;
+}
+
+static double self (const pm_Group *g) {
+  return g->total.self.cpu_us;
+}
+
+/* }====================================================== */
+
+#define JANK PM_BIT(PM_PROBE_JANK)
+#define TICKS PM_BIT(PM_PROBE_TICKS)
+#define BLOCKING PM_BIT(PM_PROBE_BLOCKING)
+#define MEMORY PM_BIT(PM_PROBE_MEMORY)
+
+static char table_a, table_b, table_ab; /* environments' addresses */
+
+/*
+** {======================================================
+** The stopwatch
+** =======================================================
+*/
+
+/* A calls B: both run while B does, each is charged once, and self time
+** goes to the innermost frame's groups.  The counter's rate is not known
+** yet, so every change of group reads the CPU clock. */
+static void test_inclusive_and_self (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK | TICKS);
+  a = group("A"), b = group("B");
+  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(100, 100);
+  call(sb);
+  fake_advance(300, 300);
+  ret();
+  fake_advance(100, 100);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 500);
+  NEAR(self(a), 200);
+  NEAR(cpu(b), 300);
+  NEAR(self(b), 300);
+  NEAR(E.process.cpu.cpu_us, 500);
+  CHECK(a->total.ticks == 1 && b->total.ticks == 1);
+  CHECK(E.process.ticks == 1);
+  CHECK(a->total.events == 1 && b->total.events == 1);
+  unmonitor(JANK | TICKS);
+}
+
+/* A -> B -> A: A's stopwatch started once (one tick, charged once), and
+** self time follows the innermost frame back into A. */
+static void test_recursion (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK | TICKS);
+  a = group("A"), b = group("B");
+  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(10, 10);
+  call(sb);
+  fake_advance(20, 20);
+  call(sa);
+  fake_advance(40, 40);
+  ret();
+  fake_advance(30, 30);
+  ret();
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 100);
+  NEAR(self(a), 50);
+  NEAR(cpu(b), 90);
+  NEAR(self(b), 50);
+  CHECK(a->total.ticks == 1 && b->total.ticks == 1);
+  unmonitor(JANK | TICKS);
+}
+
+/* Once the counter's rate is known, a window holds several changes of
+** group, and its CPU time is shared by cycles: the thread ran only half of
+** the window's wall time (preempted), so each group gets half its cycles'
+** worth, inclusive and self alike, and the totals add up. */
+static void test_window_shares (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK);
+  a = group("A"), b = group("B");
+  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  fake_advance(2000, 2000);
+  pm_sw_snapshot(&E); /* a window of 2 ms: the rate is measured */
+  CHECK(E.cycles_per_us == FAKE_CYCLES_PER_US);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(300, 150);
+  call(sb);
+  fake_advance(100, 50);
+  ret();
+  ret();
+  fake_advance(100, 50); /* the host, in no group */
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 200);
+  NEAR(self(a), 150);
+  NEAR(cpu(b), 50);
+  NEAR(self(b), 50);
+  NEAR(E.process.cpu.cpu_us, 2000 + 250);
+  NEAR(E.process.cpu.user_us, 2000 + 250);
+  unmonitor(JANK);
+}
+
+/* An event shorter than a window's limit leaves the window open: its
+** groups' time is estimated at the last window's rate of CPU per cycle,
+** and the next snapshot makes the totals exact. */
+static void test_open_window (void) {
+  pm_Group *a;
+  const pm_Set *sa;
+  monitor(JANK);
+  a = group("A");
+  sa = set_of(&table_a, a, NULL);
+  fake_advance(2000, 1000); /* half the wall time on the CPU */
+  pm_sw_snapshot(&E);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(100, 50);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  NEAR(a->total.event_us, 50); /* the estimate, at 0.5 µs per µs */
+  NEAR(cpu(a), 0); /* still in the open window */
+  fake_advance(100, 100);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 100 * 150.0 / 200); /* its share of the window */
+  unmonitor(JANK);
+}
+
+/* A nested event loop cancels every measure under way: A, which spun it,
+** is charged what it ran before, not the loop's events nor what it runs
+** after (its stopwatch is stale).  B, which ran in the nested loop's
+** event, is charged that event. */
+static void test_nested_loop (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK | TICKS);
+  a = group("A"), b = group("B");
+  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(100, 100);
+  CHECK(pm_sw_nested_enter(&E) == PM_OK);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sb);
+  fake_advance(200, 200);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(pm_sw_nested_leave(&E) == PM_OK);
+  fake_advance(50, 50);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 100);
+  NEAR(self(a), 100);
+  NEAR(cpu(b), 200);
+  NEAR(E.process.cpu.cpu_us, 350);
+  /* the nested event, and the outer one's stretches before and after */
+  CHECK(E.process.ticks == 3);
+  unmonitor(JANK | TICKS);
+}
+
+/* A declared blocking call: its wall time is A's blocking time, its
+** cycles are nobody's CPU time. */
+static void test_blocking (void) {
+  pm_Group *a;
+  const pm_Set *sa;
+  monitor(JANK | BLOCKING);
+  a = group("A");
+  sa = set_of(&table_a, a, NULL);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(100, 100);
+  CHECK(pm_sw_blocking_begin(&E) == PM_OK);
+  fake_advance(1000, 0);
+  CHECK(pm_sw_blocking_end(&E) == PM_OK);
+  fake_advance(100, 100);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 200);
+  NEAR(a->total.blocking_us, 1000);
+  NEAR(E.process.blocking_us, 1000);
+  CHECK(pm_sw_blocking_end(&E) == PM_EMISUSE);
+  unmonitor(JANK | BLOCKING);
+}
+
+/* A measure that starts and ends on different CPUs of unsynchronised
+** counters is discarded; the process keeps the time. */
+static void test_cpu_migration (void) {
+  pm_Group *a;
+  const pm_Set *sa;
+  monitor(JANK);
+  a = group("A");
+  sa = set_of(&table_a, a, NULL);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(100, 100);
+  fake_cpu(1);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  fake_cpu(0);
+  NEAR(cpu(a), 0);
+  NEAR(E.process.cpu.cpu_us, 100);
+  unmonitor(JANK);
+}
+
+/* The memory probe: what is allocated while A runs is A's, and its self
+** allocation while it is innermost. */
+static void test_memory (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK | MEMORY);
+  a = group("A"), b = group("B");
+  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  E.allocs.bytes += 100, E.allocs.count += 1;
+  call(sb);
+  E.allocs.bytes += 40, E.allocs.count += 2;
+  ret();
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  CHECK(a->total.alloc.bytes == 140 && a->total.alloc.count == 3);
+  CHECK(a->total.self_alloc.bytes == 100 && a->total.self_alloc.count == 1);
+  CHECK(b->total.alloc.bytes == 40 && b->total.self_alloc.bytes == 40);
+  unmonitor(JANK | MEMORY);
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Histograms and alerts
+** =======================================================
+*/
+
+/* An event of 3 ms in A (2.5 ms of it self) and 0.5 ms in B, with the
+** watcher's threshold at 1 ms and input just before: A's histogram counts
+** it in the >= 1 ms and >= 2 ms buckets, A alone is alerted, visibly. */
+static void test_jank_alert (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK);
+  a = group("A"), b = group("B");
+  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  pm_alert_thresholds(&E, 1, 1000, 0, 16000);
+  pm_alert_input(&E);
+  fake_advance(10, 10);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(1000, 1000);
+  call(sb);
+  fake_advance(500, 500);
+  ret();
+  fake_advance(1500, 1500);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(a->total.events == 1);
+  CHECK(a->total.durations[0] == 1 && a->total.durations[1] == 1 &&
+        a->total.durations[2] == 0);
+  CHECK(a->total.self_durations[0] == 1 && a->total.self_durations[1] == 1);
+  NEAR(a->total.event_us, 3000);
+  NEAR(a->total.self_event_us, 2500);
+  CHECK(b->total.events == 1 && b->total.durations[0] == 0);
+  CHECK(E.alerts_pending == 1);
+  CHECK(a->alert_reason == PM_ALERT_JANK && b->alert_reason == PM_ALERT_NONE);
+  NEAR(a->alert_jank, 3000);
+  NEAR(a->alert_self, 2500);
+  CHECK(a->alert_count == 1 && a->alert_self_count == 1 && a->alert_visible);
+  CHECK(E.process.durations[0] == 1 && E.process.durations[1] == 1);
+  pm_alert_clear(&E);
+  CHECK(E.alerts_pending == 0 && a->alert_reason == PM_ALERT_NONE);
+  unmonitor(JANK);
+}
+
+/* Jank without input or animation is not visible; no listener, no
+** alert. */
+static void test_invisible_and_unwatched (void) {
+  pm_Group *a;
+  const pm_Set *sa;
+  monitor(JANK);
+  a = group("A");
+  sa = set_of(&table_a, a, NULL);
+  pm_alert_thresholds(&E, 1, 1000, 0, 16000);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(1500, 1500);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(a->alert_reason == PM_ALERT_JANK && !a->alert_visible);
+  pm_alert_thresholds(&E, 0, 0, 0, 0); /* the last listener goes */
+  CHECK(E.alerts_pending == 0 && a->alert_reason == PM_ALERT_NONE);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(1500, 1500);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(E.alerts_pending == 0 && a->total.events == 2);
+  unmonitor(JANK);
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Groups that come and go
+** =======================================================
+*/
+
+static int spared; /* the id spare() keeps */
+
+static void spare (void *ud) {
+  int i;
+  (void)ud;
+  for (i = 0; i < E.ngroups; i++)
+    if (E.groups[i]->id == spared)
+      E.groups[i]->dying = 0;
+}
+
+/* A group is dead once its last reference goes, and freed by a sweep
+** unless something running holds it; ids are never reused. */
+static void test_lifetimes (void) {
+  pm_Group *a, *b, *c;
+  int ida, idb;
+  size_t before;
+  monitor(JANK);
+  a = group("A"), b = group("B");
+  ida = a->id, idb = b->id;
+  set_of(&table_ab, a, b);
+  before = E.bytes;
+  pm_group_release(&E, a); /* its handle; its environment still holds it */
+  CHECK(!a->dead);
+  CHECK(pm_env_detach(&E, pm_env_get(&E, &table_ab, 0), a));
+  CHECK(a->dead && pm_group_get(&E, ida) == a);
+  pm_group_release(&E, b);
+  CHECK(pm_env_detach(&E, pm_env_get(&E, &table_ab, 0), b));
+  spared = idb;
+  CHECK(pm_groups_sweep(&E, spare, NULL) == 1);
+  CHECK(pm_group_get(&E, ida) == NULL && pm_group_get(&E, idb) == b);
+  spared = 0;
+  CHECK(pm_groups_sweep(&E, spare, NULL) == 1);
+  CHECK(pm_group_get(&E, idb) == NULL);
+  CHECK(E.bytes < before);
+  c = group("C");
+  CHECK(c->id > idb);
+  unmonitor(JANK);
+}
+
+/* }====================================================== */
+
+int main (void) {
+  static const struct {
+    const char *name;
+    void (*f)(void);
+  } tests[] = {
+      {"inclusive_and_self", test_inclusive_and_self},
+      {"recursion", test_recursion},
+      {"window_shares", test_window_shares},
+      {"open_window", test_open_window},
+      {"nested_loop", test_nested_loop},
+      {"blocking", test_blocking},
+      {"cpu_migration", test_cpu_migration},
+      {"memory", test_memory},
+      {"jank_alert", test_jank_alert},
+      {"invisible_and_unwatched", test_invisible_and_unwatched},
+      {"lifetimes", test_lifetimes},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+    int before = failures;
+    current = tests[i].name;
+    tests[i].f();
+    printf("%s %s\n", failures == before ? "ok  " : "FAIL", current);
+  }
+  printf("%d failure%s\n", failures, failures == 1 ? "" : "s");
+  return failures != 0;
+}
