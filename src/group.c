@@ -636,8 +636,16 @@ int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
   return freed;
 }
 
+static int drop_record (uintptr_t v, void *arg) {
+  if (PM_TAG(v) == PM_CHUNK)
+    pm_chunk_forget(arg, PM_PTR(v));
+  return 1;
+}
+
 void pm_groups_free (pm_Engine *E) {
   int i;
+  pm_map_filter(&E->known, drop_record, E);
+  pm_map_free(&E->known, E->falloc, E->fud);
   while (E->envs != NULL) {
     pm_Env *e = E->envs;
     E->envs = e->next;

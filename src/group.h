@@ -185,6 +185,8 @@ int pm_memberships (const pm_Group *g, int *ids, int max);
 ** function resolves to may have changed (attach, detach, probes). */
 void pm_functions_forget (pm_Engine *E);
 
+/* Frees every group, set, environment and chunk record and source prefix,
+** and the address map: the adapter's records in it are gone. */
 void pm_groups_free (pm_Engine *E);
 
 #endif

@@ -18,6 +18,7 @@
 #include "perfmon.h"
 #include "profiler.h"
 #include "stopwatch.h"
+#include "watch.h"
 
 #define GROUP_MT "perfmon.group"
 
@@ -831,9 +832,52 @@ static const luaL_Reg group_meta[] = {{"__index", group_index},
                                       {"__gc", group_gc},
                                       {NULL, NULL}};
 
+/*
+** {======================================================
+** The state: opened by the first require, closed by lua_close
+** =======================================================
+*/
+
+/* lua_close: finalizers run before any memory is freed, so perfmon lets go
+** of everything here and hands the allocator back before the sweep. */
+static int state_close (lua_State *L) {
+  pm_State *S = lua_touserdata(L, 1);
+  if (S->closed)
+    return 0;
+  if (S->profiler != NULL) /* one whose __gc ran and that was restarted */
+    pm_profiler_stop(L, S->profiler, 0, PM_PROF_STOPPED);
+  pm_hook_close(S);
+  if (S->fleet_id != 0)
+    pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
+  pm_groups_free(&S->e);
+  pm_watch_close(L, S);
+  S->closed = 1;
+  return 0;
+}
+
+static void state_open (lua_State *L) {
+  pm_State *S = pm_state_get(L);
+  int watched;
+  if (S != NULL)
+    return;
+  S = pm_state_new(L, state_close);
+  pm_hook_choose(L, S);
+  watched = pm_watch_open(L, S);
+  if (watched < 0)
+    luaL_error(L, "not enough memory");
+  if (watched == 0) {
+    luaL_error(L, "perfmon: this Lua's allocator does not free objects at "
+                  "the addresses lua_topointer gives; attribution could not "
+                  "be kept safe across garbage collection");
+  }
+  pm_state_ready(L, S);
+}
+
+/* }====================================================== */
+
 LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   int i;
-  pm_state_open(L);
+  state_open(L);
   if (luaL_newmetatable(L, GROUP_MT))
     luaL_setfuncs(L, group_meta, 0);
   lua_pop(L, 1);

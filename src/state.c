@@ -1,5 +1,6 @@
 /*
-** state.c -- making, finding and closing the pm_State of a Lua universe.
+** state.c -- making and finding the pm_State of a Lua universe (luaopen
+** opens it and lua_close closes it: lperfmon.c).
 */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* dladdr */
@@ -15,9 +16,6 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include "fleet.h"
-#include "hook.h"
-#include "profiler.h"
 #include "watch.h"
 
 static const char state_key = 'S'; /* its address keys the registry */
@@ -120,32 +118,6 @@ static void set_mark (lua_State *L) {
 
 /* }====================================================== */
 
-static int drop_record (uintptr_t v, void *arg) {
-  pm_State *S = arg;
-  if (PM_TAG(v) == PM_CHUNK)
-    pm_chunk_forget(&S->e, PM_PTR(v));
-  return 1;
-}
-
-/* lua_close: finalizers run before any memory is freed, so perfmon lets go
-** of everything here and hands the allocator back before the sweep. */
-static int state_gc (lua_State *L) {
-  pm_State *S = lua_touserdata(L, 1);
-  if (S->closed)
-    return 0;
-  if (S->profiler != NULL) /* one whose __gc ran and that was restarted */
-    pm_profiler_stop(L, S->profiler, 0, PM_PROF_STOPPED);
-  pm_hook_close(S);
-  if (S->fleet_id != 0)
-    pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
-  pm_map_filter(&S->e.known, drop_record, S);
-  pm_map_free(&S->e.known, S->e.falloc, S->e.fud);
-  pm_groups_free(&S->e);
-  pm_watch_close(L, S);
-  S->closed = 1;
-  return 0;
-}
-
 /* The C functions perfmon recognises in the hook. */
 static void find_coroutine_functions (lua_State *L, pm_State *S) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
@@ -163,16 +135,14 @@ static void find_coroutine_functions (lua_State *L, pm_State *S) {
 
 /* The state is anchored, with its finalizer, before anything can be
 ** allocated for it or the allocator wrapped, and marked closed until it is
-** whole: a memory error on the way leaves nothing to tear down and no
-** wrapper around the allocator that points at a collected pm_State.  A
-** later require makes a new one. */
-pm_State *pm_state_open (lua_State *L) {
-  pm_State *S = pm_state_get(L);
-  const void *other;
-  int watched;
-  if (S != NULL)
-    return S;
-  other = pm_state_other(L);
+** whole (pm_state_ready): a memory error on the way leaves nothing to tear
+** down and no wrapper around the allocator that points at a collected
+** pm_State.  A later require makes a new one. */
+pm_State *pm_state_new (lua_State *L, lua_CFunction close) {
+  pm_State *S;
+  void *ud;
+  lua_Alloc f;
+  const void *other = pm_state_other(L);
   if (other != NULL)
     refuse_second_copy(L, other);
   claim_mark(L);
@@ -181,29 +151,20 @@ pm_State *pm_state_open (lua_State *L) {
   memset(S, 0, sizeof(*S));
   S->closed = 1;
   lua_newtable(L); /* metatable */
-  lua_pushcfunction(L, state_gc);
+  lua_pushcfunction(L, close);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
-  {
-    void *ud;
-    lua_Alloc f = lua_getallocf(L, &ud);
-    pm_engine_init(&S->e, f, ud);
-  }
+  f = lua_getallocf(L, &ud);
+  pm_engine_init(&S->e, f, ud);
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   S->main = lua_tothread(L, -1);
   lua_pop(L, 1);
   find_coroutine_functions(L, S);
-  pm_hook_choose(L, S);
-  watched = pm_watch_open(L, S);
-  if (watched < 0)
-    luaL_error(L, "not enough memory");
-  if (watched == 0) {
-    luaL_error(L, "perfmon: this Lua's allocator does not free objects at "
-                  "the addresses lua_topointer gives; attribution could not "
-                  "be kept safe across garbage collection");
-  }
+  return S;
+}
+
+void pm_state_ready (lua_State *L, pm_State *S) {
   S->closed = 0;
   set_mark(L);
-  return S;
 }

@@ -46,10 +46,13 @@ struct pm_State {
 
 /* state.c */
 pm_State *pm_state_get (lua_State *L); /* NULL when not loaded or closed */
-/* Makes it on first call; raises when another copy of perfmon's code
-** owns this state's pm_State.  pm_state_other: the address that copy
-** marked it with (which names its file), or NULL. */
-pm_State *pm_state_open (lua_State *L);
+/* Makes it, closed, with close as its finalizer (lua_close runs it);
+** raises when another copy of perfmon's code owns this state's pm_State.
+** pm_state_ready opens it once the rest of perfmon is set up for it. */
+pm_State *pm_state_new (lua_State *L, lua_CFunction close);
+void pm_state_ready (lua_State *L, pm_State *S);
+/* The address the copy of perfmon's code that owns the state marked it
+** with (which names its file), when it is another copy; else NULL. */
 const void *pm_state_other (lua_State *L);
 
 #endif
