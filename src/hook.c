@@ -10,7 +10,6 @@
 #include "frame.h"
 #include "perfmon.h"
 #include "proto.h"
-#include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
 #include "watch.h"
@@ -74,6 +73,74 @@ static void thread_free (pm_Thread *t) {
   if (S->current == t)
     S->current = NULL;
   pm_free(&S->e, t, sizeof(*t));
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Hooks set, and count requests
+** =======================================================
+*/
+
+/* The hook a thread gets for one count event when it has no monitor's
+** hook: the answer to a sample request. */
+static void count_hook (lua_State *L, lua_Debug *ar) {
+  pm_State *S = pm_state_get(L);
+  if (S == NULL) {
+    lua_sethook(L, NULL, 0, 0);
+    return;
+  }
+  if (ar->event != LUA_HOOKCOUNT) { /* a monitor installed meanwhile */
+    if (S->e.monitors > 0 && S->hook != NULL)
+      S->hook(L, ar);
+    return;
+  }
+  if (S->profiler != NULL)
+    S->answer(S->profiler, L);
+  else
+    pm_hook_unrequest(S, L);
+}
+
+/* Sets h for mask and count on L, keeping a count request that waits for
+** its answer. */
+static void sethook (pm_State *S, lua_State *L, lua_Hook h, int mask,
+                     int count) {
+  if (S->profiler != NULL && (lua_gethookmask(L) & LUA_MASKCOUNT))
+    lua_sethook(L, h != NULL ? h : count_hook, mask | LUA_MASKCOUNT, 1);
+  else
+    lua_sethook(L, h, mask, count);
+}
+
+/* It is made again at every tick until answered, count mask or not: the
+** interpreter may have just put the request's mark down (luaG_traceexec,
+** with hooks off when it looked), and only a new request sets it again. */
+int pm_hook_request (pm_State *S, lua_State *L) {
+  lua_Hook h = lua_gethook(L);
+  int mask = LUA_MASKCOUNT;
+  if (h == NULL)
+    h = count_hook;
+  else if (h == count_hook || h == S->hook || h == S->chain_hook)
+    mask |= lua_gethookmask(L);
+  else
+    return 0; /* a foreign hook (debug.sethook) is left alone: no sample */
+  pm_trap_sethook(L, h, mask, 1, S->trap_direct);
+  return 1;
+}
+
+/* A program's count hook chained on L (pm_hook_chain) gets its count
+** back: it starts again from the sample. */
+void pm_hook_unrequest (pm_State *S, lua_State *L) {
+  int mask = lua_gethookmask(L), chained, count = 0;
+  if (mask & LUA_MASKCOUNT) {
+    if (pm_hook_chained(S, L, &chained, &count) == NULL ||
+        !(chained & LUA_MASKCOUNT)) {
+      mask &= ~LUA_MASKCOUNT;
+      count = 0;
+    }
+    pm_trap_sethook(L, mask ? lua_gethook(L) : NULL, mask, count,
+                    S->trap_direct);
+  }
 }
 
 /* }====================================================== */
@@ -417,7 +484,7 @@ static pm_Thread *thread_find (lua_State *L, int from, int fast) {
   pm_Thread *t;
   if (S == NULL || S->e.monitors == 0) {
     if (S != NULL)
-      pm_sampler_sethook(S, L, NULL, 0, 0);
+      sethook(S, L, NULL, 0, 0);
     else
       lua_sethook(L, NULL, 0, 0);
     return NULL;
@@ -530,7 +597,7 @@ static int is_monitors (pm_State *S, lua_Hook h) {
 ** coverage tool's (debug.sethook). */
 static int is_foreign (pm_State *S, lua_State *L) {
   lua_Hook h = lua_gethook(L);
-  return h != NULL && !is_monitors(S, h) && h != pm_sampler_hook;
+  return h != NULL && !is_monitors(S, h) && h != count_hook;
 }
 
 int pm_hook_foreign (pm_State *S, lua_State *co) {
@@ -546,12 +613,11 @@ int pm_hook_owns (pm_State *S, lua_State *co) {
 ** returns, so that no other thread's events look for one. */
 static void install (pm_State *S, lua_State *co, const pm_Thread *t) {
   if (t != NULL && t->chain != NULL)
-    pm_sampler_sethook(S, co, S->chain_hook,
-                       PM_MASK |
-                           (t->chain_mask & (LUA_MASKLINE | LUA_MASKCOUNT)),
-                       t->chain_count);
+    sethook(S, co, S->chain_hook,
+            PM_MASK | (t->chain_mask & (LUA_MASKLINE | LUA_MASKCOUNT)),
+            t->chain_count);
   else
-    pm_sampler_sethook(S, co, S->hook, PM_MASK, 0);
+    sethook(S, co, S->hook, PM_MASK, 0);
 }
 
 /* Keeps the hook that a program set on co (before a monitor opened, or
@@ -669,7 +735,7 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   int i;
   if (PM_UNLIKELY(ar->event == LUA_HOOKCOUNT)) {
-    pm_sampler_hook(L, ar); /* a sample the profiler asked for */
+    count_hook(L, ar); /* a sample the profiler asked for */
     return;
   }
   if (PM_UNLIKELY(ar->event == LUA_HOOKLINE))
@@ -764,7 +830,8 @@ static void hook_public_chained (lua_State *L, lua_Debug *ar) {
 void pm_hook_choose (lua_State *L, pm_State *S) {
   const char *force = getenv("PERFMON_PATH");
   int forced = force != NULL && strcmp(force, "public") == 0;
-  S->hook = !forced && pm_frame_verify(L) ? hook_fast : hook_public;
+  S->frame_direct = !forced && pm_frame_verify(L);
+  S->hook = S->frame_direct ? hook_fast : hook_public;
   S->chain_hook =
       S->hook == hook_fast ? hook_fast_chained : hook_public_chained;
   S->trap_direct = !forced && pm_trap_verify(L);
@@ -773,7 +840,7 @@ void pm_hook_choose (lua_State *L, pm_State *S) {
 }
 
 const char *pm_hook_path (pm_State *S) {
-  return S->hook == hook_fast ? "fast" : "public";
+  return S->frame_direct ? "fast" : "public";
 }
 
 /* }====================================================== */
@@ -813,7 +880,7 @@ static void unhook (pm_State *S, lua_State *L, pm_Thread *t) {
   if (t != NULL && t->chain != NULL)
     lua_sethook(L, t->chain, t->chain_mask, t->chain_count);
   else
-    pm_sampler_sethook(S, L, NULL, 0, 0);
+    sethook(S, L, NULL, 0, 0);
 }
 
 static int drop_thread (uintptr_t v, void *arg) {

@@ -95,6 +95,15 @@ void pm_hook_close (pm_State *S); /* lua_close */
 ** the profiler's frames. */
 const pm_Set *pm_hook_set (lua_State *L, pm_State *S);
 
+/* Asks for a count event at L's next instruction, for a sample: the
+** profiler's signal handler does (async-signal-safe, as lua_sethook is).
+** Returns whether it set the hook, which walks L's whole stack where the
+** direct way (trap.h) failed its check; a foreign hook gets no request.
+** The event is answered by S->answer.  pm_hook_unrequest takes the
+** request back, keeping the monitor's hook and a program's chained. */
+int pm_hook_request (pm_State *S, lua_State *L);
+void pm_hook_unrequest (pm_State *S, lua_State *L);
+
 /* Registers a chunk's main function with its environment (perfmon.load). */
 int pm_hook_chunk (lua_State *L, pm_State *S, int fidx);
 

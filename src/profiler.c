@@ -748,11 +748,11 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
     if (lua_getiuservalue(L, idx, PM_PROF_ANCHOR) == LUA_TTABLE)
       unpatch(L, lua_gettop(L));
     lua_pop(L, 1);
-    pm_sampler_unrequest(S, S->main);
+    pm_hook_unrequest(S, S->main);
     if (P->running != NULL)
-      pm_sampler_unrequest(S, P->running);
+      pm_hook_unrequest(S, P->running);
     if (S->e.monitors > 0 && S->current != NULL)
-      pm_sampler_unrequest(S, S->current->L);
+      pm_hook_unrequest(S, S->current->L);
   }
   if (S->profiler == P)
     S->profiler = NULL;
@@ -817,8 +817,9 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   lua_pushvalue(L, idx);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &running_key); /* an existing key */
   patch(L, anchor);
-  P->fast = strcmp(pm_hook_path(S), "fast") == 0;
+  P->fast = S->frame_direct;
   P->interval_us = (double)rate_us;
+  S->answer = pm_sampler_answer;
   S->profiler = P;
   P->state = PM_PROF_RUNNING;
   P->cycles_seen = P->cycles;

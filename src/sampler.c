@@ -1,6 +1,6 @@
 /*
-** sampler.c -- the profiler's timer and signal handler, and the count
-** requests they make, answered in the one hook (see sampler.h).
+** sampler.c -- the profiler's timer and signal handler, which ask the hook
+** for samples, and the answer the hook brings back (see sampler.h).
 */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* SIGEV_THREAD_ID, syscall(SYS_gettid), dladdr */
@@ -25,7 +25,6 @@
 
 #include "hook.h"
 #include "profiler.h"
-#include "trap.h"
 
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
 #define PROF_TIMERS 1
@@ -60,43 +59,9 @@ static uint64_t long_ns (const pm_Profiler *P) {
 
 /*
 ** {======================================================
-** Count requests: the one hook
+** Answering a request: the sample
 ** =======================================================
 */
-
-/* Asks for a sample at L's next instruction; returns whether it set the
-** hook, which walks L's whole stack where the direct way (trap.h) failed
-** its check.  It is made again at every tick until answered, count mask
-** or not: the interpreter may have just put the request's mark down
-** (luaG_traceexec, with hooks off when it looked), and only a new request
-** sets it again. */
-static int request (pm_State *S, lua_State *L) {
-  lua_Hook h = lua_gethook(L);
-  int mask = LUA_MASKCOUNT;
-  if (h == NULL)
-    h = pm_sampler_hook;
-  else if (h == pm_sampler_hook || h == S->hook || h == S->chain_hook)
-    mask |= lua_gethookmask(L);
-  else
-    return 0; /* a foreign hook (debug.sethook) is left alone: no sample */
-  pm_trap_sethook(L, h, mask, 1, S->trap_direct);
-  return 1;
-}
-
-/* A program's count hook chained on L (pm_hook_chain) gets its count
-** back: it starts again from the sample. */
-void pm_sampler_unrequest (pm_State *S, lua_State *L) {
-  int mask = lua_gethookmask(L), chained, count = 0;
-  if (mask & LUA_MASKCOUNT) {
-    if (pm_hook_chained(S, L, &chained, &count) == NULL ||
-        !(chained & LUA_MASKCOUNT)) {
-      mask &= ~LUA_MASKCOUNT;
-      count = 0;
-    }
-    pm_trap_sethook(L, mask ? lua_gethook(L) : NULL, mask, count,
-                    S->trap_direct);
-  }
-}
 
 /* The coroutine running: the monitor's hook knows it exactly; without a
 ** monitor, the profiler's own tracking of resume and wrap. */
@@ -108,13 +73,13 @@ static lua_State *target (pm_Profiler *P) {
 
 static void unrequest_all (pm_Profiler *P, lua_State *L) {
   lua_State *t = target(P);
-  pm_sampler_unrequest(P->S, L);
+  pm_hook_unrequest(P->S, L);
   if (t != L)
-    pm_sampler_unrequest(P->S, t);
+    pm_hook_unrequest(P->S, t);
   if (P->running != L && P->running != t)
-    pm_sampler_unrequest(P->S, P->running);
+    pm_hook_unrequest(P->S, P->running);
   if (P->S->main != L && P->S->main != t)
-    pm_sampler_unrequest(P->S, P->S->main);
+    pm_hook_unrequest(P->S, P->S->main);
 }
 
 /* The time the hook spends is the profiler's, not the program's: on the
@@ -123,27 +88,10 @@ static void unrequest_all (pm_Profiler *P, lua_State *L) {
 ** long a sample takes, the program runs a whole period before the next
 ** one.  Its wall time stands for its CPU time, which it is unless the
 ** thread was preempted meanwhile: the mark never passes the CPU clock. */
-void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
-  pm_State *S = pm_state_get(L);
-  pm_Profiler *P;
+void pm_sampler_answer (pm_Profiler *P, lua_State *L) {
   uint64_t w0 = 0;
   unsigned w;
-  int own;
-  if (S == NULL) {
-    lua_sethook(L, NULL, 0, 0);
-    return;
-  }
-  if (ar->event != LUA_HOOKCOUNT) { /* a monitor installed meanwhile */
-    if (S->e.monitors > 0 && S->hook != NULL)
-      S->hook(L, ar);
-    return;
-  }
-  P = S->profiler;
-  if (P == NULL) {
-    pm_sampler_unrequest(S, L);
-    return;
-  }
-  own = P->has_timer && pthread_equal(pthread_self(), P->owner);
+  int own = P->has_timer && pthread_equal(pthread_self(), P->owner);
   if (own) {
     atomic_store(&P->sampling, 1);
     w0 = mono_ns();
@@ -161,15 +109,6 @@ void pm_sampler_hook (lua_State *L, lua_Debug *ar) {
     }
     atomic_store(&P->work_ns, d); /* the timer's pacing (rearm) */
     atomic_store(&P->sampling, 0);
-  }
-}
-
-void pm_sampler_sethook (pm_State *S, lua_State *L, lua_Hook h, int mask,
-                         int count) {
-  if (S->profiler != NULL && (lua_gethookmask(L) & LUA_MASKCOUNT)) {
-    lua_sethook(L, h != NULL ? h : pm_sampler_hook, mask | LUA_MASKCOUNT, 1);
-  } else {
-    lua_sethook(L, h, mask, count);
   }
 }
 
@@ -228,9 +167,9 @@ static void count_periods (pm_Profiler *P) {
   atomic_fetch_add(&P->pending, (unsigned)k);
   t = target(P);
   w0 = mono_ns();
-  asked = request(P->S, t);
+  asked = pm_hook_request(P->S, t);
   if (t != P->S->main)
-    asked |= request(P->S, P->S->main);
+    asked |= pm_hook_request(P->S, P->S->main);
   if (asked && mono_ns() - w0 >= long_ns(P))
     P->cpu_mark += thread_cpu_ns() - now;
 }
@@ -291,7 +230,7 @@ static void rearm (pm_Profiler *P, uint64_t entry) {
 
 #endif
 
-/* Async-signal-safe: atomics, clock_gettime, pm_trap_sethook (as
+/* Async-signal-safe: atomics, clock_gettime, pm_hook_request (as
 ** lua_sethook is), timer_settime.  The periods counted are the thread's
 ** CPU time, whichever clock the timer runs on (timer_clock): a thread
 ** blocked or idle asks for no sample, and one held up in C code, or

@@ -31,10 +31,13 @@ struct pm_State {
 
   /* profiler.c */
   pm_Profiler *profiler; /* the sampling profiler running, or NULL */
+  /* what answers its count requests (hook.c calls it) */
+  void (*answer)(pm_Profiler *P, lua_State *L);
 
   /* hook.c */
   lua_Hook hook; /* the fast or the public one */
   lua_Hook chain_hook; /* the same, calling a program's hook chained */
+  int frame_direct; /* frames are read through CallInfo (frame.h) */
   int trap_direct; /* hooks are set without walking the stack (trap.h) */
   int proto_direct; /* chunks are told by their prototype tree (proto.h) */
   int proto_heap; /* and found in the heap when monitoring begins */
