@@ -24,7 +24,7 @@ dependencies = {
   "lua-cjson",
 }
 
--- Both lists below must match the files in src/*.c and lua/**.lua exactly:
+-- Both lists below must match the files in src/**.c and lua/**.lua exactly:
 -- tools/luarocks-make-test fails when they drift apart.
 build = {
   type = "builtin",
@@ -38,18 +38,24 @@ build = {
         "src/group.c",
         "src/hook.c",
         "src/host.c",
+        "src/index.c",
+        "src/lalert.c",
         "src/lperfmon.c",
-        "src/lprofiler.c",
         "src/map.c",
-        "src/profiler.c",
+        "src/mem.c",
         "src/proto.c",
-        "src/sampler.c",
         "src/state.c",
         "src/stopwatch.c",
         "src/trap.c",
         "src/watch.c",
+        "src/profiler/coroutines.c",
+        "src/profiler/lprofiler.c",
+        "src/profiler/profiler.c",
+        "src/profiler/records.c",
+        "src/profiler/sample.c",
+        "src/profiler/sampler.c",
       },
-      incdirs = { "src" },
+      incdirs = { "src", "src/profiler" },
       -- CMakeLists.txt builds with -std=c11 and the same define; the builtin
       -- backend takes compiler flags only from CFLAGS (see the test script).
       defines = { "_POSIX_C_SOURCE=200809L" },

@@ -16,7 +16,7 @@
 #include "fleet.h"
 #include "hook.h"
 #include "perfmon.h"
-#include "profiler.h"
+#include "profiler/profiler.h"
 #include "stopwatch.h"
 #include "watch.h"
 

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "profiler.h"
+#include "sample.h"
 
 #define PROFILER_MT "perfmon.profiler"
 
@@ -92,7 +93,7 @@ static int l_frame (lua_State *L) {
   luaL_argcheck(L, skip >= 0 && skip <= INT_MAX, 2, "out of range");
   if (P->state != PM_PROF_RUNNING)
     return luaL_error(L, "the profiler is not running");
-  node = pm_profiler_frame(L, P, (int)skip);
+  node = pm_sample_frame(L, P, (int)skip);
   if (node == 0)
     return luaL_error(L, "no Lua stack at that level");
   if (node < 0)
@@ -132,7 +133,7 @@ static void push_funcs (lua_State *L, pm_Profiler *P, uint32_t n) {
   uint32_t i;
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
-    pm_Func f = P->funcs[i]; /* a copy: the tables below allocate */
+    pm_Func f = P->r.funcs[i]; /* a copy: the tables below allocate */
     lua_createtable(L, 0, 6);
     lua_pushstring(L, f.src);
     lua_setfield(L, -2, "file");
@@ -159,7 +160,7 @@ static void push_column (lua_State *L, pm_Profiler *P, uint32_t n, int col) {
   uint32_t i;
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
-    const pm_Node *nd = &P->nodes[i];
+    const pm_Node *nd = &P->r.nodes[i];
     lua_Integer v;
     switch (col) {
       case COL_PARENT: v = nd->parent; break; /* index, 0 for a root */
@@ -179,7 +180,7 @@ static int dump (lua_State *L) {
   static const char *const columns[] = {"parent", "func", "line", "self",
                                         "total"};
   pm_Profiler *P = lua_touserdata(L, 1);
-  uint32_t nfuncs = P->nfuncs, nnodes = P->nnodes, i;
+  uint32_t nfuncs = (uint32_t)P->r.nfuncs, nnodes = (uint32_t)P->r.nnodes, i;
   int col;
   lua_createtable(L, 0, 12);
   push_funcs(L, P, nfuncs);
@@ -191,12 +192,12 @@ static int dump (lua_State *L) {
   }
   lua_setfield(L, -2, "nodes");
   lua_createtable(L, 0, 4); /* samples, oldest first: the ring waits */
-  lua_createtable(L, (int)P->count, 0);
-  lua_createtable(L, (int)P->count, 0);
-  lua_createtable(L, (int)P->count, 0);
-  lua_createtable(L, (int)P->count, 0);
-  for (i = 0; i < P->count; i++) {
-    const pm_Sample *s = &P->ring[(P->first + i) % P->cap];
+  lua_createtable(L, P->r.count, 0);
+  lua_createtable(L, P->r.count, 0);
+  lua_createtable(L, P->r.count, 0);
+  lua_createtable(L, P->r.count, 0);
+  for (i = 0; (int)i < P->r.count; i++) {
+    const pm_Sample *s = pm_records_at(&P->r, (int)i);
     lua_pushnumber(L, s->time_us);
     lua_rawseti(L, -5, (lua_Integer)i + 1);
     lua_pushinteger(L, s->weight);
@@ -213,11 +214,11 @@ static int dump (lua_State *L) {
   lua_setfield(L, -2, "samples");
   set_int(L, "total", (lua_Integer)P->total);
   set_int(L, "gc", (lua_Integer)P->gc);
-  set_int(L, "dropped", (lua_Integer)P->dropped);
+  set_int(L, "dropped", (lua_Integer)P->r.dropped);
   set_int(L, "truncated", (lua_Integer)P->truncated);
   set_int(L, "throttled", (lua_Integer)P->throttled);
   set_int(L, "max_depth", PM_PROF_DEPTH);
-  set_int(L, "limit", P->limit);
+  set_int(L, "limit", P->r.limit);
   set_num(L, "micros",
           P->micros +
               (P->state == PM_PROF_RUNNING ? pm_wall_us() - P->since_us : 0));

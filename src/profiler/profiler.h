@@ -1,18 +1,20 @@
 /*
-** profiler.h -- the sampling profiler (perfmon.profiler): its records.
+** profiler.h -- the sampling profiler (perfmon.profiler), its wing.
 **
 ** The stopwatch says which group is slow; the sampler says which function.
-** Three rooms share the pm_Profiler below:
+** The wing's rooms share the pm_Profiler below, and depend on the core
+** (the hook, the engine's memory) in one direction:
 **
-** - sampler.c asks for samples: a timer signal, directed at the Lua thread,
-**   only counts a period and asks Lua for a sample by setting a count hook
-**   of 1 on the coroutine that runs; the count hook hands the sample here.
-** - profiler.c takes them at that safe point: the stack is walked with
-**   lua_getstack/lua_getinfo into preallocated buffers, functions and
-**   stacks are interned (a stack is a node of one trie: its parent, its
-**   function, its line), and the sample is stored in a ring.  It also
-**   starts and stops a profiler and tracks the running coroutine.
-** - lprofiler.c is the Lua binding, core.profiler_*: the userdata, and the
+** - records.c: what it keeps (functions, the trie of stacks, the ring of
+**   samples), knowing no Lua;
+** - sampler.c: the timer and its signal, which count the periods of the
+**   thread's CPU time and ask the hook for a count event (pm_hook_request);
+**   the hook's answer comes back to pm_sampler_answer;
+** - sample.c: the sample taken at that safe point, the stack walked into
+**   the records;
+** - coroutines.c: which coroutine runs, without a monitor;
+** - profiler.c: start, stop, reset;
+** - lprofiler.c: the Lua binding, core.profiler_*: the userdata, and the
 **   records read out into Lua tables.
 **
 ** A running profiler is anchored in the registry and is S->profiler; the
@@ -26,9 +28,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "records.h"
 #include "state.h"
 
-#define PM_PROF_NAME 48 /* bytes kept of a function's name */
 #define PM_PROF_DEPTH 512 /* frames kept per sample, from the top */
 
 /* user values of the profiler userdata */
@@ -69,40 +71,8 @@ enum {
   PM_TIMER_TICK /* the thread's CPU clock: at most one a scheduler tick */
 };
 
-typedef struct pm_Func { /* a function as samples show it */
-  uint32_t hash;
-  int line; /* where it is defined; -1 for a C function */
-  int group_id; /* its performance group's id, or 0 */
-  char what; /* 'L' Lua, 'C' C, 'm' a main chunk */
-  char src[LUA_IDSIZE]; /* short_src */
-  char name[PM_PROF_NAME]; /* how it was called; "" when Lua cannot tell */
-  /* its group's name, copied: a group may die before its samples are read */
-  char *group;
-} pm_Func;
-
-typedef struct pm_Node { /* a stack: a node of the trie of all stacks seen */
-  uint32_t parent; /* index + 1 of the caller's node; 0 for a root */
-  uint32_t func;
-  int line; /* the site: the line running, -1 for a C function */
-  uint32_t hash;
-  uint64_t self, total; /* periods with it on the top / on the stack */
-} pm_Node;
-
-typedef struct pm_Sample {
-  double time_us; /* realtime, the clock of snapshots and alerts */
-  uint32_t weight; /* sampling periods it stands for */
-  uint32_t node, thread; /* thread: 1 the main thread, 2.. coroutines */
-} pm_Sample;
-
-typedef struct pm_Index { /* open addressing over an array: index + 1 */
-  uint32_t *slot;
-  uint32_t mask; /* capacity - 1, or 0 when empty */
-} pm_Index;
-
 struct pm_Profiler {
-  pm_State *S;
-  lua_Alloc falloc; /* the state's own allocator, kept for __gc */
-  void *fud;
+  pm_State *S; /* whose memory its records are: S outlives its __gc */
   int state; /* PM_PROF_* */
   int reading; /* dumps of its records under way: samples wait */
   int fast; /* walk frames through CallInfo (frame.h verified it) */
@@ -125,21 +95,11 @@ struct pm_Profiler {
   uint64_t throttled; /* times the timer was armed past a period */
   long tid; /* the thread the timer signals, as gettid names it */
   pthread_t owner; /* the same thread */
-  /* records */
-  pm_Func *funcs;
-  uint32_t nfuncs, capfuncs;
-  pm_Index fidx;
-  pm_Node *nodes;
-  uint32_t nnodes, capnodes;
-  pm_Index nidx;
-  pm_Sample *ring;
-  uint32_t cap, limit; /* limit: max_samples, 0 unlimited */
-  uint32_t first, count;
-  struct pm_Level *levels; /* the stack being sampled (profiler.c) */
-  struct pm_Name *names; /* the cache of call names (profiler.c) */
+  pm_Records r;
+  struct pm_Level *levels; /* the stack being sampled (sample.c) */
+  struct pm_Name *names; /* the cache of call names (sample.c) */
   uint64_t total, gc; /* periods sampled; those the collector took */
   uint64_t cycles, cycles_seen; /* collections finished; at last sample */
-  uint64_t dropped; /* samples pushed out of the ring, or lost */
   uint64_t truncated; /* samples of stacks deeper than PM_PROF_DEPTH */
   uint32_t nthreads;
   double since_us, micros; /* wall time running since reset */
@@ -166,13 +126,8 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
 ** neither allocates nor raises. */
 void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state);
 void pm_profiler_reset (pm_Profiler *P); /* forgets every record */
-/* The index + 1 of the node of L's stack from level skip up: 0 when
-** there is no stack there, -1 when memory ran out. */
-int64_t pm_profiler_frame (lua_State *L, pm_Profiler *P, int skip);
 /* Frees what P holds (its __gc, once it is stopped). */
 void pm_profiler_free (pm_Profiler *P);
-/* Takes a sample of L that stands for weight periods (sampler.c's hook). */
-void pm_profiler_sample (pm_Profiler *P, lua_State *L, unsigned weight);
 
 /* lprofiler.c: adds core.profiler_* to the table on the top of the stack. */
 void pm_profiler_register (lua_State *L);

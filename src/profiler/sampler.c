@@ -25,6 +25,7 @@
 
 #include "hook.h"
 #include "profiler.h"
+#include "sample.h"
 
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
 #define PROF_TIMERS 1
@@ -100,7 +101,7 @@ void pm_sampler_answer (pm_Profiler *P, lua_State *L) {
   /* none pending: a request another coroutine answered; records being
      read: the periods wait for the next sample */
   if (P->reading == 0 && (w = atomic_exchange(&P->pending, 0)) != 0)
-    pm_profiler_sample(P, L, w);
+    pm_sample_take(P, L, w);
   if (own) {
     uint64_t d = mono_ns() - w0;
     if (d >= long_ns(P)) {
