@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "group.h"
+#include "index.h"
 #include "map.h"
 
 /* Hints for the hot paths (the hook, the allocator wrapper): what to keep
@@ -82,8 +83,9 @@ struct pm_Engine {
   pm_Env *envs;
   pm_Source *sources;
   int nsources, sourcecap;
-  pm_Set **sets;
-  size_t setmask, nsets;
+  pm_Set **sets; /* interned, in no order */
+  int nsets, setcap;
+  pm_Index setidx; /* sets by their hash */
   pm_Set *empty;
 
   /* stopwatch.c */

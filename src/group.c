@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "hash.h"
+#include "index.h"
 #include "mem.h"
 
 /*
@@ -357,10 +359,10 @@ static void sources_free (pm_Engine *E) {
 */
 
 static uint32_t set_hash (pm_Group *const *g, int n) {
-  uint32_t h = 2166136261u ^ (uint32_t)n;
+  uint32_t h = pm_hash_word(PM_HASH_SEED, (uint64_t)n);
   int i;
   for (i = 0; i < n; i++)
-    h = (h ^ (uint32_t)(g[i]->id)) * 16777619u;
+    h = pm_hash_word(h, (uint64_t)g[i]->id);
   return h;
 }
 
@@ -374,58 +376,56 @@ static void sort_groups (pm_Group **g, int n) {
   }
 }
 
-static int sets_resize (pm_Engine *E, size_t cap) {
-  size_t i;
-  pm_Set **a = pm_alloc(E, cap * sizeof(*a));
-  if (a == NULL)
-    return 0;
-  memset(a, 0, cap * sizeof(*a));
-  if (E->sets) {
-    for (i = 0; i <= E->setmask; i++) {
-      pm_Set *s = E->sets[i], *next;
-      for (; s != NULL; s = next) {
-        next = s->next;
-        s->next = a[s->hash & (cap - 1)];
-        a[s->hash & (cap - 1)] = s;
-      }
-    }
-    pm_free(E, E->sets, (E->setmask + 1) * sizeof(*a));
-  }
-  E->sets = a;
-  E->setmask = cap - 1;
-  return 1;
+typedef struct SetKey {
+  const pm_Engine *E;
+  pm_Group *const *g;
+  int n;
+  uint32_t hash;
+} SetKey;
+
+static int set_same (const void *ud, uint32_t i) {
+  const SetKey *k = ud;
+  const pm_Set *s = k->E->sets[i];
+  return s->hash == k->hash && s->n == k->n &&
+         memcmp(s->g, k->g, (size_t)k->n * sizeof(*k->g)) == 0;
+}
+
+static uint32_t set_hash_of (const void *ud, uint32_t i) {
+  return ((const SetKey *)ud)->E->sets[i]->hash;
+}
+
+static size_t set_size (int n) {
+  return sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
 }
 
 static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
-  uint32_t h;
-  pm_Set *s;
-  size_t size;
+  SetKey k;
+  pm_Set *s, **a;
+  uint32_t found;
   sort_groups(g, n);
-  h = set_hash(g, n);
-  if (E->sets != NULL)
-    for (s = E->sets[h & E->setmask]; s != NULL; s = s->next)
-      if (s->hash == h && s->n == n &&
-          memcmp(s->g, g, (size_t)n * sizeof(*g)) == 0)
-        return s;
-  if ((E->sets == NULL || E->nsets + 1 > E->setmask + 1) &&
-      !sets_resize(E, E->sets ? (E->setmask + 1) * 2 : 64))
+  k.E = E;
+  k.g = g;
+  k.n = n;
+  k.hash = set_hash(g, n);
+  if ((found = pm_index_find(&E->setidx, k.hash, set_same, &k)) != 0)
+    return E->sets[found - 1];
+  a = pm_grow(E, E->sets, E->nsets, E->nsets + 1, &E->setcap, sizeof(*a), 64);
+  if (a == NULL)
     return NULL;
-  size = sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
-  s = pm_alloc(E, size);
-  if (s == NULL)
+  E->sets = a;
+  if ((s = pm_alloc(E, set_size(n))) == NULL)
     return NULL;
-  s->hash = h;
+  s->hash = k.hash;
   s->n = n;
   memcpy(s->g, g, (size_t)n * sizeof(*g));
-  s->next = E->sets[h & E->setmask];
-  E->sets[h & E->setmask] = s;
+  E->sets[E->nsets] = s;
+  if (!pm_index_add(E, &E->setidx, (uint32_t)E->nsets + 1, k.hash, set_hash_of,
+                    &k)) {
+    pm_free(E, s, set_size(n));
+    return NULL;
+  }
   E->nsets++;
   return s;
-}
-
-static size_t set_size (const pm_Set *s) {
-  return sizeof(pm_Set) +
-         (size_t)(s->n > 0 ? s->n - 1 : 0) * sizeof(pm_Group *);
 }
 
 /* Adds g to the n groups of set unless it is there or the set is full. */
@@ -476,19 +476,14 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
 }
 
 void pm_sets_free (pm_Engine *E) {
-  size_t i;
-  if (E->sets == NULL)
-    return;
-  for (i = 0; i <= E->setmask; i++) {
-    pm_Set *s = E->sets[i], *next;
-    for (; s != NULL; s = next) {
-      next = s->next;
-      pm_free(E, s, set_size(s));
-    }
-  }
-  pm_free(E, E->sets, (E->setmask + 1) * sizeof(pm_Set *));
+  int i;
+  for (i = 0; i < E->nsets; i++)
+    pm_free(E, E->sets[i], set_size(E->sets[i]->n));
+  if (E->sets != NULL)
+    pm_free(E, E->sets, (size_t)E->setcap * sizeof(pm_Set *));
+  pm_index_free(E, &E->setidx);
   E->sets = NULL;
-  E->nsets = 0;
+  E->nsets = E->setcap = 0;
   E->empty = NULL;
 }
 
@@ -551,21 +546,23 @@ static int set_dying (const pm_Set *s) {
   return 0;
 }
 
-/* Frees every set naming a dying group; returns how many. */
-static size_t sets_reap (pm_Engine *E) {
-  size_t i, freed = 0;
-  for (i = 0; E->sets != NULL && i <= E->setmask; i++) {
-    pm_Set **p = &E->sets[i];
-    while (*p != NULL) {
-      pm_Set *s = *p;
-      if (set_dying(s)) {
-        *p = s->next;
-        pm_free(E, s, set_size(s));
-        E->nsets--;
-        freed++;
-      } else
-        p = &s->next;
-    }
+/* Frees every set naming a dying group; returns how many.  The index of
+** the rest is rebuilt, in place when a smaller one cannot be made. */
+static int sets_reap (pm_Engine *E) {
+  int i, n = 0, freed;
+  SetKey k;
+  for (i = 0; i < E->nsets; i++) {
+    pm_Set *s = E->sets[i];
+    if (set_dying(s))
+      pm_free(E, s, set_size(s->n));
+    else
+      E->sets[n++] = s;
+  }
+  freed = E->nsets - n;
+  E->nsets = n;
+  if (freed > 0) {
+    k.E = E;
+    pm_index_rebuild(E, &E->setidx, (uint32_t)n, set_hash_of, &k);
   }
   return freed;
 }
@@ -618,8 +615,6 @@ int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
     g->dying = 0;
   if (sets_reap(E) > 0) {
     pm_functions_forget(E);
-    if (E->setmask + 1 > 64 && E->nsets * 8 < E->setmask + 1)
-      sets_resize(E, shrunk_cap(E->nsets, 64)); /* out of memory: kept */
     pm_map_shrink(&E->known, E->falloc, E->fud);
   }
   for (i = 0; i < E->ngroups; i++) {

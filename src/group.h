@@ -99,7 +99,6 @@ typedef struct pm_Group {
 } pm_Group;
 
 typedef struct pm_Set {
-  struct pm_Set *next; /* hash chain */
   uint32_t hash;
   int n;
   pm_Group *g[1]; /* n of them, sorted by id */

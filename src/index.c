@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "engine.h"
 #include "mem.h"
 
 static size_t index_bytes (const pm_Index *x) {
@@ -57,13 +58,18 @@ int pm_index_add (pm_Engine *E, pm_Index *x, uint32_t n, uint32_t h,
   return 1;
 }
 
-int pm_index_rebuild (pm_Engine *E, pm_Index *x, uint32_t n,
-                      pm_IndexHash hash_of, const void *ud) {
+void pm_index_rebuild (pm_Engine *E, pm_Index *x, uint32_t n,
+                       pm_IndexHash hash_of, const void *ud) {
+  uint32_t i;
   if (n == 0) {
     pm_index_free(E, x);
-    return 1;
+    return;
   }
-  return rebuild(E, x, n, hash_of, ud);
+  if (x->mask + 1 > 64 && 8 * n < x->mask + 1 && rebuild(E, x, n, hash_of, ud))
+    return;
+  memset(x->slot, 0, index_bytes(x)); /* n records had room: they still do */
+  for (i = 0; i < n; i++)
+    put(x, hash_of(ud, i), i);
 }
 
 void pm_index_free (pm_Engine *E, pm_Index *x) {

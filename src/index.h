@@ -11,7 +11,9 @@
 #ifndef PM_INDEX_H
 #define PM_INDEX_H
 
-#include "engine.h"
+#include <stdint.h>
+
+typedef struct pm_Engine pm_Engine;
 
 typedef struct pm_Index {
   uint32_t *slot;
@@ -31,11 +33,11 @@ uint32_t pm_index_find (const pm_Index *x, uint32_t h, pm_IndexSame same,
 ** Returns 0 when memory ran out (the index is as it was). */
 int pm_index_add (pm_Engine *E, pm_Index *x, uint32_t n, uint32_t h,
                   pm_IndexHash hash_of, const void *ud);
-/* Rebuilds x for records 0..n-1 at most a quarter full (or frees it when n
-** is 0): after records were removed and the rest renumbered.  Returns 0
-** when memory ran out (the index is as it was). */
-int pm_index_rebuild (pm_Engine *E, pm_Index *x, uint32_t n,
-                      pm_IndexHash hash_of, const void *ud);
+/* Rebuilds x for records 0..n-1, after records were removed and the rest
+** renumbered: smaller once it is under 1/8 full (or freed when n is 0),
+** else, or when a smaller one cannot be made, in place.  Never fails. */
+void pm_index_rebuild (pm_Engine *E, pm_Index *x, uint32_t n,
+                       pm_IndexHash hash_of, const void *ud);
 void pm_index_free (pm_Engine *E, pm_Index *x);
 
 #endif

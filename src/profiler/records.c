@@ -79,9 +79,10 @@ int64_t pm_records_func (pm_Records *R, const char *src, const char *name,
   if ((found = pm_index_find(&R->fidx, k.hash, func_same, &k)) != 0)
     return found - 1;
   if (R->nfuncs == PROF_MAXRECORDS ||
-      (R->funcs = pm_grow(R->E, R->funcs, R->nfuncs, R->nfuncs + 1,
-                          &R->capfuncs, sizeof(pm_Func), 64)) == NULL)
+      (f = pm_grow(R->E, R->funcs, R->nfuncs, R->nfuncs + 1, &R->capfuncs,
+                   sizeof(pm_Func), 64)) == NULL)
     return -1;
+  R->funcs = f;
   f = &R->funcs[R->nfuncs];
   f->group = NULL;
   if (g != NULL && (f->group = pm_strdup(R->E, g->name)) == NULL)
@@ -139,9 +140,10 @@ int64_t pm_records_node (pm_Records *R, uint32_t parent, uint32_t func,
   if ((found = pm_index_find(&R->nidx, k.hash, node_same, &k)) != 0)
     return found - 1;
   if (R->nnodes == PROF_MAXRECORDS ||
-      (R->nodes = pm_grow(R->E, R->nodes, R->nnodes, R->nnodes + 1,
-                          &R->capnodes, sizeof(pm_Node), 64)) == NULL)
+      (n = pm_grow(R->E, R->nodes, R->nnodes, R->nnodes + 1, &R->capnodes,
+                   sizeof(pm_Node), 64)) == NULL)
     return -1;
+  R->nodes = n;
   n = &R->nodes[R->nnodes];
   n->parent = parent;
   n->func = func;

@@ -199,6 +199,26 @@ static void test_out_of_memory (void) {
   close_records();
 }
 
+/* The array of functions cannot grow: the new one is lost, the others
+** stay where they were. */
+static void test_growth_fails (void) {
+  char src[32];
+  int i, ok = 1;
+  open_records();
+  for (i = 0; R.nfuncs < R.capfuncs || R.capfuncs == 0; i++) {
+    snprintf(src, sizeof(src), "f%d.lua", i);
+    pm_records_func(&R, src, "f", 1, 'L', NULL);
+  }
+  fail_next = 1;
+  CHECK(pm_records_func(&R, "new.lua", "f", 1, 'L', NULL) == -1);
+  for (i = 0; i < R.nfuncs; i++) {
+    snprintf(src, sizeof(src), "f%d.lua", i);
+    ok &= pm_records_func(&R, src, "f", 1, 'L', NULL) == i;
+  }
+  CHECK(ok && R.nfuncs == R.capfuncs);
+  close_records();
+}
+
 int main (void) {
   static const struct {
     const char *name;
@@ -211,6 +231,7 @@ int main (void) {
       {"ring_limit", test_ring_limit},
       {"ring_grows_after_wrap", test_ring_grows_after_wrap},
       {"out_of_memory", test_out_of_memory},
+      {"growth_fails", test_growth_fails},
   };
   size_t i;
   for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
