@@ -44,6 +44,7 @@ build = {
         "src/map.c",
         "src/mem.c",
         "src/proto.c",
+        "src/resolve.c",
         "src/state.c",
         "src/stopwatch.c",
         "src/trap.c",

@@ -1,5 +1,5 @@
 /*
-** hook.h -- the call/return hook and the shadow stacks it keeps.
+** hook.h -- the debug hook, and the shadow stacks it keeps.
 **
 ** Lua tells perfmon about every call, tail call and return, in every
 ** coroutine that has the hook.  For each thread perfmon keeps a shadow
@@ -90,10 +90,6 @@ void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
 void pm_hook_spare (void *S); /* a pm_State */
 void pm_hook_close (pm_State *S); /* lua_close */
 
-/* The set of the function on the top of the stack, resolved and cached as
-** for a call; NULL for a C function, which runs in its caller's set.  For
-** the profiler's frames. */
-const pm_Set *pm_hook_set (lua_State *L, pm_State *S);
 
 /* Asks for a count event at L's next instruction, for a sample: the
 ** profiler's signal handler does (async-signal-safe, as lua_sethook is).
@@ -104,8 +100,6 @@ const pm_Set *pm_hook_set (lua_State *L, pm_State *S);
 int pm_hook_request (pm_State *S, lua_State *L);
 void pm_hook_unrequest (pm_State *S, lua_State *L);
 
-/* Registers a chunk's main function with its environment (perfmon.load). */
-int pm_hook_chunk (lua_State *L, pm_State *S, int fidx);
 
 /* The deepest shadow stack's capacity, in frames. */
 int pm_hook_capacity (pm_State *S);

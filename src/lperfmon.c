@@ -15,6 +15,7 @@
 #include "lalert.h"
 #include "fleet.h"
 #include "hook.h"
+#include "resolve.h"
 #include "perfmon.h"
 #include "profiler/profiler.h"
 #include "stopwatch.h"
@@ -204,7 +205,7 @@ static int l_detach_source (lua_State *L) {
 static int l_chunk (lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   luaL_argcheck(L, !lua_iscfunction(L, 1), 1, "Lua function expected");
-  if (!pm_hook_chunk(L, state(L), 1))
+  if (!pm_resolve_chunk(L, state(L), 1))
     return (nomem(L), 0);
   return 0;
 }

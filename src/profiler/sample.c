@@ -12,6 +12,7 @@
 #include "frame.h"
 #include "hash.h"
 #include "hook.h"
+#include "resolve.h"
 
 _Static_assert(LUA_IDSIZE <= PM_PROF_SRC, "records keep Lua's short_src");
 
@@ -138,7 +139,7 @@ static int walk (pm_Profiler *P, lua_State *L, int skip, int *cut) {
     lua_getinfo(L, "Slf", &ar);
     lv->fn = lua_topointer(L, -1);
     lv->ci = ar.i_ci;
-    lv->group = group_of(pm_hook_set(L, S));
+    lv->group = group_of(pm_resolve_set(L, S));
     lua_pop(L, 1);
     lv->defined = ar.what[0] == 'C' ? -1 : ar.linedefined;
     lv->line = ar.currentline;

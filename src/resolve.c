@@ -1,0 +1,166 @@
+/*
+** resolve.c -- which groups a function belongs to (see resolve.h).
+*/
+#include "resolve.h"
+
+#include <string.h>
+
+#include "proto.h"
+
+/* The chunk record of the Lua function f: by its prototype tree, made
+** from the chunk's main function (every prototype of the tree names it);
+** by its source name where the tree cannot be read, or for a function
+** whose chunk was not seen yet. */
+static pm_Chunk *chunk_of (pm_State *S, const void *f, const char *source,
+                           int is_main) {
+  if (S->proto_direct) {
+    const void *p = pm_proto_of(f);
+    uintptr_t v = pm_map_get(&S->e.known, p);
+    if (v != 0 && PM_TAG(v) == PM_CHUNK)
+      return PM_PTR(v);
+    if (is_main)
+      return pm_chunk_tree(&S->e, p, pm_proto_walk);
+  }
+  return pm_chunk_get(&S->e, source - S->string_offset, 1);
+}
+
+/* The set of the Lua function on the top of the stack.  Its environment is
+** its _ENV upvalue or, for a function that touches no global, the one its
+** chunk was loaded with.  A chunk learns its environment from its main
+** function (whose upvalue 1 is _ENV by construction) or, failing that, from
+** the first of its functions seen with an _ENV upvalue. */
+static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
+  lua_Debug d;
+  const void *envp = NULL;
+  const char *name;
+  pm_Chunk *c;
+  pm_Env *e = NULL;
+  int i, is_main;
+  for (i = 1; envp == NULL && (name = lua_getupvalue(L, -1, i)) != NULL; i++) {
+    if (strcmp(name, "_ENV") == 0 && lua_istable(L, -1))
+      envp = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, -1);
+  lua_getinfo(L, ">S", &d);
+  is_main = strcmp(d.what, "main") == 0;
+  if (envp == NULL && is_main && lua_getupvalue(L, -1, 1) != NULL) {
+    if (lua_istable(L, -1)) /* stripped chunks have no upvalue names */
+      envp = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  c = chunk_of(S, lua_topointer(L, -1), d.source, is_main);
+  if (envp != NULL) {
+    /* out of memory: resolved again next time, since attaching to a new
+       record forgets nothing (pm_env_attach) */
+    if ((e = pm_env_get(&S->e, envp, 1)) == NULL)
+      return NULL;
+    if (c != NULL && (is_main || c->env == NULL))
+      pm_chunk_set_env(&S->e, c, e);
+  } else if (c != NULL) {
+    if (c->env != NULL && !c->ambiguous)
+      e = c->env;
+    c->unresolved |= c->env == NULL;
+  }
+  return pm_set_for(&S->e, e, c, d.source, d.short_src);
+}
+
+/* Resolves and caches the function on the top of the stack. */
+static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
+  uintptr_t v = PM_FN_C;
+  if (lua_iscfunction(L, -1)) {
+    lua_CFunction f = lua_tocfunction(L, -1);
+    if (f == S->resume_f)
+      v = PM_FN_RESUME;
+    else if (f == S->wrap_f)
+      v = PM_FN_WRAP;
+  } else {
+    pm_Set *s = resolve_lua(S, L);
+    if (s == NULL)
+      return PM_FN_C; /* out of memory: inherit the caller's set */
+    v = (uintptr_t)s | PM_FN_LUA;
+  }
+  pm_map_put(&S->e.known, key, v, S->e.falloc, S->e.fud);
+  return v;
+}
+
+uintptr_t pm_resolve (pm_State *S, lua_State *L) {
+  const void *key = lua_topointer(L, -1);
+  uintptr_t v = pm_map_get(&S->e.known, key);
+  return v != 0 ? v : resolve(S, L, key);
+}
+
+/* Chunks that ran before monitoring began: their main function was never
+** seen by the hook, and a function of theirs that touches no global has
+** nothing but its chunk to say whose it is.  When the first monitor opens,
+** every chunk whose main prototype is still alive is keyed by its tree,
+** then the Lua functions with an _ENV upvalue tell their chunks'
+** environments, main functions first (a chunk's others may run under
+** `local _ENV = M`), none overriding one known (the chunk may have
+** reassigned its _ENV since it was loaded): to its exact chunk, or, where
+** the main prototype is gone, to the record of its source name, which a
+** long name (a file's path) gives one load alone. */
+typedef struct Discovery {
+  pm_State *S;
+  int mains; /* the pass over main functions, or over the others */
+} Discovery;
+
+static int discover_chunk (const void *obj, int proto, void *arg) {
+  pm_State *S = ((Discovery *)arg)->S;
+  uintptr_t v;
+  if (proto && pm_proto_is_main(obj)) {
+    v = pm_map_get(&S->e.known, obj);
+    if ((v == 0 || PM_TAG(v) != PM_CHUNK) &&
+        pm_chunk_tree(&S->e, obj, pm_proto_walk) == NULL)
+      return 0; /* out of memory: the rest stays unknown */
+  }
+  return 1;
+}
+
+static int discover_env (const void *obj, int proto, void *arg) {
+  Discovery *d = arg;
+  pm_State *S = d->S;
+  const void *p, *table;
+  pm_Chunk *c;
+  pm_Env *e;
+  uintptr_t v;
+  if (proto || pm_proto_is_main(p = pm_proto_of(obj)) != d->mains)
+    return 1;
+  v = pm_map_get(&S->e.known, p);
+  if (v == 0 || PM_TAG(v) != PM_CHUNK)
+    v = pm_map_get(&S->e.known, pm_proto_source(p));
+  c = v != 0 && PM_TAG(v) == PM_CHUNK ? PM_PTR(v) : NULL;
+  if ((c != NULL && c->env != NULL) ||
+      (table = pm_proto_env(obj, S->string_offset)) == NULL)
+    return 1; /* known already, or it cannot tell */
+  if (c == NULL && (c = pm_chunk_get(&S->e, pm_proto_source(p), 1)) == NULL)
+    return 0;
+  if ((e = pm_env_get(&S->e, table, 1)) == NULL)
+    return 0;
+  pm_chunk_set_env(&S->e, c, e);
+  return 1;
+}
+
+void pm_resolve_discover (lua_State *L, pm_State *S) {
+  Discovery d;
+  d.S = S;
+  d.mains = 1;
+  if (!S->proto_heap || !pm_proto_heap(L, discover_chunk, &d) ||
+      !pm_proto_heap(L, discover_env, &d))
+    return;
+  d.mains = 0;
+  pm_proto_heap(L, discover_env, &d);
+}
+
+const pm_Set *pm_resolve_set (lua_State *L, pm_State *S) {
+  uintptr_t v = pm_resolve(S, L);
+  return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : NULL;
+}
+
+int pm_resolve_chunk (lua_State *L, pm_State *S, int fidx) {
+  int ok;
+  lua_pushvalue(L, fidx);
+  ok = resolve_lua(S, L) != NULL;
+  lua_pop(L, 1);
+  return ok;
+}
