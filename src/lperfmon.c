@@ -609,12 +609,18 @@ static int l_alerts (lua_State *L) {
   return 1;
 }
 
-/* core.deliver(): calls the dispatcher now, unless inside an event */
+/* core.deliver() -> ms until the dispatcher wants its next call, or nil
+** when nothing waits: calls the dispatcher now, unless inside an event */
 static int l_deliver (lua_State *L) {
   pm_State *S = state(L);
+  double next_ms;
   pm_hook_settle(L, S);
-  pm_alert_poll(L, S);
-  return 0;
+  next_ms = pm_alert_poll(L, S);
+  if (next_ms < 0)
+    lua_pushnil(L);
+  else
+    lua_pushnumber(L, next_ms);
+  return 1;
 }
 
 static int l_user_input (lua_State *L) {

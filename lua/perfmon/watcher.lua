@@ -55,8 +55,7 @@ local monitor -- held while anyone listens or ticks
 local buffer = {} -- alerts waiting for the delay, in order of arrival
 local buffered = {} -- [group id] = its entry in buffer
 local buffer_since -- wall µs when the first of them arrived
-local delivered = 0 -- alerts delivered by the last dispatch
-local wait -- µs until the last dispatch wants the next one, or nil
+local delivered = 0 -- alerts delivered so far: poll and flush report the rise
 local forced = false -- flush(): deliver whatever the delay
 
 local args = require("perfmon.args")
@@ -117,23 +116,22 @@ local function flush()
   for _, fn in ipairs(copy(listeners["*"] or {})) do
     call("*", fn, batch)
   end
-  return #batch
+  delivered = delivered + #batch
 end
 
 -- Called by the core after an event; returns in how many µs it wants to be
 -- called again (nil: only when new alerts come).
 local function dispatch()
   local now = core.wall_us()
-  delivered = 0
   for _, alert in ipairs(core.alerts()) do
     buffer_since = buffer_since or now
     merge(alert)
   end
   local delay = settings.buffering_delay_ms * 1000
   if buffer_since and (forced or now - buffer_since >= delay) then
-    delivered = flush()
+    flush()
   end
-  wait = buffer_since and buffer_since + delay - now
+  local wait = buffer_since and buffer_since + delay - now
   for _, t in ipairs(copy(tickers)) do
     if now >= t.due then
       t.due = now + t.interval
@@ -253,10 +251,11 @@ end
 
 local function deliver(force)
   if nlisteners == 0 then return 0, nil end
-  delivered, wait, forced = 0, nil, force
-  core.deliver()
+  local before = delivered
+  forced = force
+  local next_ms = core.deliver()
   forced = false
-  return delivered, wait and math.max(0, wait / 1000)
+  return delivered - before, next_ms
 end
 
 --- Delivers the alerts whose buffering delay has passed, and runs the
