@@ -361,6 +361,10 @@ describe("perfmon.profiler", function()
         "bad argument #1 to 'start' (integer number of µs expected, got string)")
       raises(function() p:start(1.5) end,
         "bad argument #1 to 'start' (integer number of µs expected, got 1.5)")
+      raises(function() p:start("1000") end, -- a number in a string is not one
+        "bad argument #1 to 'start' (integer number of µs expected, got string)")
+      raises(function() p:start(1e300) end,
+        "bad argument #1 to 'start' (integer number of µs expected, got 1e+300)")
       raises(function() p:start(0) end,
         "bad argument #1 to 'start' (sample rate of 10 to 60000000 µs expected, got 0)")
       raises(function() p:start(1000, -1) end,
@@ -377,12 +381,17 @@ describe("perfmon.profiler", function()
         "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got 'fast')")
       raises(function() p:start(1000, 0, { timer = true }) end,
         "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got boolean)")
+      raises(function() p:start(1000, 0.5) end,
+        "bad argument #2 to 'start' (integer number of samples expected, got 0.5)")
       raises(function() p.start() end,
         "bad self to 'start' (profiler expected, got nil); call it as p:start()")
       raises(function() p:save(42) end, "bad argument #1 to 'save' (string expected, got number)")
       assert.is_false(p:is_profiling())
       p:start()
       raises(function() p:start() end, "start: the profiler is already running; stop() it first")
+      p:stop()
+      p:start(1000.0, 10.0, {}) -- whole floats are whole numbers
+      assert.is_true(p:is_profiling())
       p:stop()
     end)
 

@@ -19,8 +19,6 @@ local arg_error = args.error
 local Profiler = {}
 Profiler.__index = Profiler
 
-local DEFAULT_RATE_US = 1000
-
 local function check_running(self, fname)
   local state = core.profiler_state(self.core)
   if state ~= "running" then
@@ -90,31 +88,6 @@ function Profiler.new()
   }, Profiler)
 end
 
--- p:start's options and the values each takes.
-local TIMERS = { precise = true, tick = true }
-
--- The timer option of start's third argument, checked: "precise" when
--- options is nil or has none.
-local function check_options(options)
-  if options == nil then return "precise" end
-  if type(options) ~= "table" then
-    arg_error(3, "start", "table of options expected, got " .. type(options), 2)
-  end
-  for k in pairs(options) do
-    if k ~= "timer" then
-      arg_error(3, "start", ("unknown option %s; the options are: timer")
-        :format(type(k) == "string" and ("'" .. k .. "'") or tostring(k)), 2)
-    end
-  end
-  local timer = options.timer
-  if timer == nil then return "precise" end
-  if not TIMERS[timer] then
-    arg_error(3, "start", ("timer 'precise' or 'tick' expected, got %s")
-      :format(type(timer) == "string" and ("'" .. timer .. "'") or type(timer)), 2)
-  end
-  return timer
-end
-
 --- Begins profiling this lua_State: a sample every sample_rate_us of the
 -- thread's CPU time (default 1000), at most max_samples kept (default 0:
 -- unlimited; with a maximum, the oldest go first).  Another profiler
@@ -125,39 +98,12 @@ end
 -- and no timer interrupt of its own (docs/profiler.md, "Two timers").
 function Profiler:start(sample_rate_us, max_samples, options)
   check_profiler(self, "start")
-  if sample_rate_us == nil then
-    sample_rate_us = DEFAULT_RATE_US
-  elseif math.type(sample_rate_us) ~= "integer" then
-    if math.type(sample_rate_us) == "float" and sample_rate_us == math.floor(sample_rate_us) then
-      sample_rate_us = math.tointeger(sample_rate_us)
-    end
-    if math.type(sample_rate_us) ~= "integer" then
-      arg_error(1, "start", "integer number of µs expected, got "
-        .. (type(sample_rate_us) == "number" and tostring(sample_rate_us) or type(sample_rate_us)))
-    end
-  end
-  if sample_rate_us < 10 or sample_rate_us > 60000000 then
-    arg_error(1, "start", ("sample rate of 10 to 60000000 µs expected, got %d"):format(sample_rate_us))
-  end
-  if max_samples == nil then
-    max_samples = 0
-  elseif math.type(max_samples) ~= "integer" and not (math.type(max_samples) == "float"
-      and max_samples == math.floor(max_samples)) then
-    arg_error(2, "start", "integer number of samples expected, got "
-      .. (type(max_samples) == "number" and tostring(max_samples) or type(max_samples)))
-  end
-  max_samples = math.tointeger(max_samples)
-  if max_samples < 0 or max_samples > 0x7fffffff then
-    arg_error(2, "start", ("0 (unlimited) to 2147483647 samples expected, got %d"):format(max_samples))
-  end
-  local timer = check_options(options)
-  if core.profiler_state(self.core) == "running" then
-    error("start: the profiler is already running; stop() it first", 2)
-  end
-  -- A start that fails (memory, the timer) leaves nothing behind.
-  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, timer,
+  -- The core checks the arguments (naming start, as this caller counts
+  -- them) and leaves nothing behind when a start fails (memory, the
+  -- timer); its error is raised again at the caller's line.
+  local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, options,
                         listen, self)
-  if not ok then error("start: " .. tostring(err), 2) end
+  if not ok then error(err, 2) end
 end
 
 --- Whether this profiler is sampling now.

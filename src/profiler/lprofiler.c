@@ -37,25 +37,127 @@ static pm_State *live_state (lua_State *L) {
 ** =======================================================
 */
 
-/* core.profiler_start(p, rate_us, max_samples, timer [, after, arg]):
-** timer "precise" or "tick"; after(arg) runs once p is running, if a
-** monitor is open; if it raises, p stops again and the error goes on. */
-static int l_start (lua_State *L) {
-  pm_Profiler *P = check_profiler(L);
-  lua_Integer rate = luaL_checkinteger(L, 2);
-  lua_Integer max = luaL_checkinteger(L, 3);
-  int timer = luaL_checkoption(L, 4, NULL, timer_names);
-  int after = lua_isnoneornil(L, 5) ? 0 : 5;
+/*
+** p:start's arguments are checked here, and only here.  profiler.lua's
+** start calls core.profiler_start protected and raises the error again at
+** its caller's line, so an argument is named as that caller counts them:
+** the profiler (1 here) is its self.
+*/
+static int start_argerror (lua_State *L, int arg, const char *msg) {
+  return luaL_error(L, "bad argument #%d to 'start' (%s)", arg - 1, msg);
+}
+
+/* Argument arg, a whole number (1000.0 is one, "1000" is not) in [lo, hi],
+** or def when it is nil; unit and range say what it counts. */
+static lua_Integer check_whole (lua_State *L, int arg, lua_Integer def,
+                                lua_Integer lo, lua_Integer hi,
+                                const char *unit, const char *range) {
+  int whole = 0;
+  lua_Integer v = 0;
+  if (lua_isnoneornil(L, arg))
+    return def;
+  if (lua_type(L, arg) == LUA_TNUMBER)
+    v = lua_tointegerx(L, arg, &whole);
+  if (!whole)
+    start_argerror(L, arg,
+                   lua_pushfstring(L, "integer number of %s expected, got %s",
+                                   unit,
+                                   lua_type(L, arg) == LUA_TNUMBER
+                                       ? luaL_tolstring(L, arg, NULL)
+                                       : luaL_typename(L, arg)));
+  if (v < lo || v > hi)
+    start_argerror(L, arg, lua_pushfstring(L, "%s expected, got %I", range, v));
+  return v;
+}
+
+/* The timer (PM_TIMER_*) that the options table at arg names: "precise"
+** without a table or a timer in it. */
+static int check_timer (lua_State *L, int arg) {
+  const char *name;
+  int timer;
+  if (lua_isnoneornil(L, arg))
+    return PM_TIMER_PRECISE;
+  if (!lua_istable(L, arg))
+    start_argerror(L, arg,
+                   lua_pushfstring(L, "table of options expected, got %s",
+                                   luaL_typename(L, arg)));
+  lua_pushliteral(L, "timer");
+  lua_pushnil(L);
+  while (lua_next(L, arg)) { /* "timer" key value */
+    lua_pop(L, 1);
+    if (!lua_rawequal(L, -1, -2))
+      start_argerror(
+          L, arg,
+          lua_pushfstring(L, "unknown option %s; the options are: timer",
+                          lua_type(L, -1) == LUA_TSTRING
+                              ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
+                              : luaL_tolstring(L, -1, NULL)));
+  }
+  lua_rawget(L, arg); /* options.timer, as given: no __index */
+  if (lua_isnil(L, -1))
+    timer = PM_TIMER_PRECISE;
+  else {
+    name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    for (timer = 0; timer_names[timer] != NULL; timer++)
+      if (strcmp(name, timer_names[timer]) == 0)
+        break;
+    if (timer_names[timer] == NULL)
+      start_argerror(
+          L, arg,
+          lua_pushfstring(L, "timer 'precise' or 'tick' expected, got %s",
+                          lua_type(L, -1) == LUA_TSTRING
+                              ? lua_pushfstring(L, "'%s'", name)
+                              : luaL_typename(L, -1)));
+  }
+  lua_pop(L, 1);
+  return timer;
+}
+
+/* l_start's work, protected: p and the arguments as l_start checked them */
+static int start (lua_State *L) {
+  pm_Profiler *P = lua_touserdata(L, 1);
   live_state(L); /* the state is not closing */
   if (P->state == PM_PROF_COLLECTED)
     return luaL_error(L, "the profiler was collected (a finalizer kept it "
                          "after its __gc ran): make a new one");
-  luaL_argcheck(L, rate >= 10 && rate <= 60000000, 2, "out of range");
-  luaL_argcheck(L, max >= 0 && max <= 0x7fffffff, 3, "out of range");
-  if (after != 0)
+  pm_profiler_start(L, P, 1, (uint32_t)lua_tointeger(L, 2),
+                    (int)lua_tointeger(L, 4), (uint32_t)lua_tointeger(L, 3),
+                    lua_isnil(L, 5) ? 0 : 5);
+  return 0;
+}
+
+/* core.profiler_start(p [, rate_us [, max_samples [, options [, after,
+** arg]]]]), as p:start(rate_us, max_samples, options) is documented;
+** after(arg) runs once p is running, if a monitor is open; if it raises, p
+** stops again.  Any error but a bad argument names start, as profiler.lua
+** reports it. */
+static int l_start (lua_State *L) {
+  lua_Integer rate, max;
+  int timer;
+  check_profiler(L);
+  rate = check_whole(L, 2, 1000, 10, 60000000, "µs",
+                     "sample rate of 10 to 60000000 µs");
+  max = check_whole(L, 3, 0, 0, 0x7fffffff, "samples",
+                    "0 (unlimited) to 2147483647 samples");
+  timer = check_timer(L, 4);
+  if (!lua_isnoneornil(L, 5))
     luaL_checktype(L, 5, LUA_TFUNCTION);
   lua_settop(L, 6); /* arg: nil when none */
-  pm_profiler_start(L, P, 1, (uint32_t)rate, timer, (uint32_t)max, after);
+  lua_pushcfunction(L, start);
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, rate);
+  lua_pushinteger(L, max);
+  lua_pushinteger(L, timer);
+  lua_pushvalue(L, 5);
+  lua_pushvalue(L, 6);
+  if (lua_pcall(L, 6, 0, 0) != LUA_OK) {
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      lua_pushliteral(L, "start: ");
+      lua_insert(L, -2);
+      lua_concat(L, 2);
+    }
+    return lua_error(L);
+  }
   return 0;
 }
 

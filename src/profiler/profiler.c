@@ -122,7 +122,7 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   double micros = P->micros, realtime = P->start_realtime;
   idx = lua_absindex(L, idx);
   if (P->state == PM_PROF_RUNNING)
-    luaL_error(L, "the profiler is already running");
+    luaL_error(L, "the profiler is already running; stop() it first");
   if (P->reading > 0)
     luaL_error(L, "its records are being read (a finalizer ran during "
                   "results(), samples() or to_gecko())");
