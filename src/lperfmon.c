@@ -225,15 +225,65 @@ static unsigned check_probes (lua_State *L, int arg) {
   return (unsigned)mask;
 }
 
-/* core.open(mask) */
-static int l_open (lua_State *L) {
-  const char *err = pm_monitor_open(L, state(L), check_probes(L, 1));
-  if (err != NULL)
-    return luaL_error(L, "perfmon: %s", err);
-  return 0;
+/*
+** perfmon.monitor's argument is checked here, and only here: init.lua calls
+** core.open protected and raises the error again at its caller's line, so
+** the error names monitor.
+*/
+static int monitor_argerror (lua_State *L, const char *msg) {
+  return luaL_error(L, "bad argument #1 to 'monitor' (%s)", msg);
 }
 
-/* core.close(mask) */
+/* Pushes "jank, blocking, ...": the probes, for a message. */
+static const char *probe_list (lua_State *L) {
+  luaL_Buffer b;
+  int i;
+  luaL_buffinit(L, &b);
+  for (i = 0; probe_names[i] != NULL; i++) {
+    if (i > 0)
+      luaL_addstring(&b, ", ");
+    luaL_addstring(&b, probe_names[i]);
+  }
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+/* core.open(probes) -> mask: takes the probes the list names, for a
+** monitor */
+static int l_open (lua_State *L) {
+  const char *err;
+  lua_Integer i;
+  unsigned mask = 0;
+  if (!lua_istable(L, 1))
+    monitor_argerror(L,
+                     lua_pushfstring(L, "table of probe names expected, got %s",
+                                     luaL_typename(L, 1)));
+  for (i = 1; lua_geti(L, 1, i) != LUA_TNIL; i++) {
+    int k = 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      while (probe_names[k] != NULL &&
+             strcmp(lua_tostring(L, -1), probe_names[k]) != 0)
+        k++;
+    if (lua_type(L, -1) != LUA_TSTRING || probe_names[k] == NULL) {
+      const char *name = luaL_tolstring(L, -1, NULL);
+      monitor_argerror(L, lua_pushfstring(L,
+                                          "unknown probe \"%s\" at index %I "
+                                          "(probes: %s)",
+                                          name, i, probe_list(L)));
+    }
+    mask |= PM_BIT(k);
+    lua_pop(L, 1);
+  }
+  if (mask == 0)
+    monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
+                                        probe_list(L)));
+  if ((err = pm_monitor_open(L, state(L), mask)) != NULL)
+    return luaL_error(L, "perfmon: %s", err);
+  lua_pushinteger(L, mask);
+  return 1;
+}
+
+/* core.close(mask), with the mask core.open returned */
 static int l_close (lua_State *L) {
   pm_State *S = pm_state_get(L);
   unsigned mask = check_probes(L, 1);
@@ -883,18 +933,11 @@ static void state_open (lua_State *L) {
 /* }====================================================== */
 
 LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
-  int i;
   state_open(L);
   if (luaL_newmetatable(L, GROUP_MT))
     luaL_setfuncs(L, group_meta, 0);
   lua_pop(L, 1);
   luaL_newlib(L, core_funcs);
-  lua_createtable(L, PM_NPROBES, 0); /* core.probes = { name = bit } */
-  for (i = 0; probe_names[i] != NULL; i++) {
-    lua_pushinteger(L, PM_BIT(i));
-    lua_setfield(L, -2, probe_names[i]);
-  }
-  lua_setfield(L, -2, "probes");
   lua_pushnumber(L, PM_WATCH_MAX_US);
   lua_setfield(L, -2, "watch_max_us");
   add_bracket(L, "event", l_event, l_event_end);

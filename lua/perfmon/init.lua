@@ -8,11 +8,6 @@ local core = require("perfmon.loader") -- perfmon.core, in any host
 
 local perfmon = {}
 
-local PROBES = core.probes -- { jank = bit, blocking = bit, ... }
-local PROBE_LIST = {} -- "jank, blocking, ticks, chunks", in bit order
-for name in pairs(PROBES) do PROBE_LIST[#PROBE_LIST + 1] = name end
-table.sort(PROBE_LIST, function(a, b) return PROBES[a] < PROBES[b] end)
-PROBE_LIST = table.concat(PROBE_LIST, ", ")
 local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "self_user_us",
   "self_system_us", "self_us", "blocking_us", "ticks", "events", "event_us",
   "self_event_us", "alloc_bytes", "alloc_count", "self_alloc_bytes",
@@ -233,35 +228,17 @@ local function guard_sethook()
   end
 end
 
-local function probe_mask(probes)
-  if type(probes) ~= "table" then
-    arg_error(1, "monitor", "table of probe names expected, got " .. type(probes), 2)
-  end
-  local mask = 0
-  for i, name in ipairs(probes) do
-    local bit = PROBES[name]
-    if not bit then
-      arg_error(1, "monitor", ("unknown probe %q at index %d (probes: %s)")
-        :format(tostring(name), i, PROBE_LIST), 2)
-    end
-    mask = mask | bit
-  end
-  if mask == 0 then
-    arg_error(1, "monitor", "at least one probe expected (" .. PROBE_LIST .. ")", 2)
-  end
-  return mask
-end
-
 --- Opens a monitor holding the named probes: "jank" (CPU times and the
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
 function perfmon.monitor(probes)
-  local mask = probe_mask(probes)
   -- made (with its finalizer) before the probes are taken, so that a
-  -- memory error cannot leave them held by no monitor; setting a field
-  -- the table has allocates nothing
-  local mon = setmetatable({ mask = mask, closed = true }, Monitor)
-  core.open(mask)
-  mon.closed = false
+  -- memory error cannot leave them held by no monitor; setting fields the
+  -- table has allocates nothing
+  local mon = setmetatable({ mask = 0, closed = true }, Monitor)
+  -- the core checks the names; its error is raised again at the caller's line
+  local ok, mask = pcall(core.open, probes)
+  if not ok then error(mask, 2) end
+  mon.mask, mon.closed = mask, false
   guard_sethook()
   return mon
 end
