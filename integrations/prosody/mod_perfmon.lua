@@ -1,6 +1,6 @@
 -- mod_perfmon: which Prosody module makes the server slow (perfmon, after
--- Firefox's about:performance).  A global module; the README's "In Prosody"
--- section says how to install it.
+-- Firefox's about:performance).  A global module; README.md next to it
+-- says how to install it.
 --
 -- Every loaded module is a perfmon group (kind "prosody-module") holding
 -- its code by source path, and each VirtualHost's instance of it a group of
