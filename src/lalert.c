@@ -94,7 +94,11 @@ void pm_alert_deliver (lua_State *L, pm_State *S) {
   lua_pop(L, 1);
 }
 
+/* Inside an event nothing is delivered, and nothing waits for a poll: the
+** event's end delivers. */
 double pm_alert_poll (lua_State *L, pm_State *S) {
+  if (S->e.in_event[S->e.loop])
+    return -1;
   S->e.alert_due = 0;
   pm_alert_deliver(L, S);
   if (!S->e.watching || S->e.alert_due == HUGE_VAL)

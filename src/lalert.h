@@ -21,8 +21,8 @@ void pm_alert_take (lua_State *L, pm_State *S);
 ** time has passed; outside events only.  Never raises: a failing
 ** dispatcher is reported on stderr. */
 void pm_alert_deliver (lua_State *L, pm_State *S);
-/* Calls the dispatcher now (outside events); returns in how many ms it
-** wants the next call, or -1 when nothing waits. */
+/* Calls the dispatcher now; returns in how many ms it wants the next
+** call, or -1 when nothing waits (inside an event: its end delivers). */
 double pm_alert_poll (lua_State *L, pm_State *S);
 
 #endif
