@@ -5,10 +5,11 @@
 -- Lua terms: new, start, is_profiling, frame, results, samples, reset,
 -- stop; and to_gecko, the profile the Firefox Profiler opens.
 --
--- The C side samples: a timer signal asks Lua for a sample at the next
--- instruction, a count hook (src/sampler.c), and the hook walks the stack
--- into interned records (src/profiler.c), which core.profiler_dump reads
--- out (src/lprofiler.c).  This module only shapes what it recorded.
+-- The C side samples (src/profiler/): a timer signal asks Lua for a sample
+-- at the next instruction, a count hook (sampler.c, src/hook.c), and the
+-- hook walks the stack into interned records (sample.c, records.c), which
+-- core.profiler_dump reads out (lprofiler.c).  This module only shapes what
+-- it recorded.
 -- docs/profiler.md has the details.
 
 local core = require("perfmon.loader")
