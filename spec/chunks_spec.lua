@@ -170,6 +170,30 @@ describe("chunks", function()
       end
     end)
 
+    it("tells apart two loads under one short name whose main functions are gone", function()
+      -- M.run touches no global; M.label does, and shares the upvalue M
+      -- with it: the load's functions tell it apart by the upvalues they
+      -- share, where the name cannot
+      local SHARED = PLUGIN:gsub("return M\n$", "function M.label() return tostring(name) .. M.spent end\nreturn M\n")
+      local ga, gb = group("gone a"), group("gone b")
+      local ea, eb = sandbox(), sandbox()
+      local a = assert(load(SHARED, "=gone.lua", "t", ea))()
+      local b = assert(load(SHARED, "=gone.lua", "t", eb))()
+      collectgarbage() -- both main prototypes go
+      perfmon.attach(ea, ga)
+      perfmon.attach(eb, gb)
+      local ca, cb = measure(function()
+        for _ = 1, 3 do perfmon.event(function() a.run(6) b.run(3) end) end
+      end, ga, gb)
+      if exact then
+        assert_near(ca, a.spent, "the first load")
+        assert_near(cb, b.spent, "the second load")
+      else
+        at_most(ca, a.spent, "the first load")
+        at_most(cb, b.spent, "the second load")
+      end
+    end)
+
     it("charges a plugin loaded before perfmon was required", function()
       -- a child Lua: the plugin loads and runs first, then perfmon comes
       local script = ([[

@@ -49,7 +49,8 @@ enum {
   PM_FN_WRAP = 3, /* a coroutine.wrap function: upvalue 1 is the thread */
   PM_THREAD = 4, /* a pm_Thread */
   PM_ENV = 5, /* a pm_Env */
-  PM_CHUNK = 6 /* a pm_Chunk */
+  PM_CHUNK = 6, /* a pm_Chunk */
+  PM_UPVAL = 7 /* an upvalue: the pm_Env of its load, or none (NULL) */
 };
 #define PM_TAG(v) ((unsigned)((v)&PM_TAG_MASK))
 #define PM_PTR(v) ((void *)((v) & ~(uintptr_t)PM_TAG_MASK))

@@ -195,6 +195,32 @@ void pm_env_forget (pm_Engine *E, pm_Env *e) {
     env_free(E, e);
 }
 
+int pm_env_link (pm_Engine *E, const void *uv, pm_Env *e) {
+  uintptr_t v = pm_map_get(&E->known, uv);
+  pm_Env *old;
+  if (v == 0) {
+    if (!pm_map_put(&E->known, uv, (uintptr_t)e | PM_UPVAL, E->falloc, E->fud))
+      return 0;
+    e->refs++;
+    return 1;
+  }
+  if (PM_TAG(v) != PM_UPVAL || (old = PM_PTR(v)) == e || old == NULL)
+    return 1;
+  pm_map_put(&E->known, uv, PM_UPVAL, E->falloc, E->fud); /* replaced: fits */
+  pm_env_unref(E, old);
+  return 1;
+}
+
+pm_Env *pm_env_of_upvalue (pm_Engine *E, const void *uv) {
+  uintptr_t v = pm_map_get(&E->known, uv);
+  return v != 0 && PM_TAG(v) == PM_UPVAL ? PM_PTR(v) : NULL;
+}
+
+void pm_upvalue_forget (pm_Engine *E, uintptr_t v) {
+  if (PM_PTR(v) != NULL)
+    pm_env_unref(E, PM_PTR(v));
+}
+
 /* }====================================================== */
 
 /*

@@ -149,6 +149,17 @@ int pm_env_detach (pm_Engine *E, pm_Env *e, pm_Group *g);
 void pm_env_unref (pm_Engine *E, pm_Env *e);
 void pm_env_forget (pm_Engine *E, pm_Env *e); /* its table was collected */
 
+/* A load's functions share upvalues (the locals of its main chunk), and
+** those that touch a global share its _ENV.  pm_env_link says that the
+** upvalue whose identity is uv (lua_upvalueid) belongs to a function of
+** environment e; an upvalue seen under two environments belongs to none
+** (`local _ENV = M` beside the load's own).  Returns 0 when memory ran
+** out.  pm_env_of_upvalue: the environment of uv, or NULL.
+** pm_upvalue_forget: uv was freed (its entry v, from the map). */
+int pm_env_link (pm_Engine *E, const void *uv, pm_Env *e);
+pm_Env *pm_env_of_upvalue (pm_Engine *E, const void *uv);
+void pm_upvalue_forget (pm_Engine *E, uintptr_t v);
+
 pm_Chunk *pm_chunk_get (pm_Engine *E, const void *source, int create);
 /* The record of the chunk whose main function has prototype root, keyed by
 ** every prototype of its tree, which walk(root, f, arg) calls f on until f

@@ -136,6 +136,11 @@ const void *pm_proto_env (const void *f, size_t offset) {
   return NULL;
 }
 
+const void *pm_proto_upvalue (const void *f, int i) {
+  const LClosure *cl = f;
+  return i < cl->nupvalues ? cl->upvals[i] : NULL;
+}
+
 int pm_proto_heap (lua_State *L,
                    int (*fn)(const void *obj, int proto, void *arg),
                    void *arg) {
@@ -235,6 +240,9 @@ static int run_heap_check (lua_State *L) {
   lua_pop(L, 1);
   lua_pushglobaltable(L);
   check.ok = check.ok && pm_proto_env(cl, check.offset) == lua_topointer(L, -1);
+  check.ok = check.ok && pm_proto_upvalue(cl, 0) == lua_upvalueid(L, -2, 1) &&
+             pm_proto_upvalue(cl, 1) == lua_upvalueid(L, -2, 2) &&
+             pm_proto_upvalue(cl, 2) == NULL;
   return 0;
 }
 

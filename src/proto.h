@@ -33,6 +33,10 @@ int pm_proto_walk (const void *root, int (*fn)(const void *p, void *arg),
 ** upvalue 1 of a main function, which is _ENV even stripped), or NULL. */
 const void *pm_proto_env (const void *f, size_t offset);
 
+/* The identity of upvalue i (from 0) of the Lua function f, as
+** lua_upvalueid gives it (its UpVal), or NULL past the last. */
+const void *pm_proto_upvalue (const void *f, int i);
+
 /* Calls fn(obj, proto, arg) for every prototype (proto 1) and Lua function
 ** (proto 0) alive in L's universe, by the list of all its objects (in
 ** global_State), finishing a collection first if one is sweeping; stops at
@@ -48,8 +52,8 @@ int pm_proto_heap (lua_State *L,
 int pm_proto_verify (lua_State *L);
 
 /* Checks global_State's allocator, registry and list of all objects, and a
-** Lua function's upvalues, against the public API; after
-** pm_proto_verify. */
+** Lua function's upvalues (their values and identities), against the
+** public API; after pm_proto_verify. */
 int pm_proto_heap_verify (lua_State *L);
 
 #endif

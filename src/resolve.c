@@ -24,6 +24,25 @@ static pm_Chunk *chunk_of (pm_State *S, const void *f, const char *source,
   return pm_chunk_get(&S->e, source - S->string_offset, 1);
 }
 
+/* The environment of the load of the function on the top of the stack,
+** told by the upvalues it shares with the load's functions that have an
+** _ENV (pm_env_link, when monitoring began): for a function that touches
+** no global, of a chunk known by its source name alone, which two loads
+** may share.  NULL when none says, or two disagree. */
+static pm_Env *env_of_upvalues (pm_State *S, lua_State *L) {
+  pm_Env *e = NULL, *u;
+  int i;
+  for (i = 1; lua_getupvalue(L, -1, i) != NULL; i++) {
+    lua_pop(L, 1);
+    u = pm_env_of_upvalue(&S->e, lua_upvalueid(L, -1, i));
+    if (u != NULL && e != NULL && u != e)
+      return NULL;
+    if (u != NULL)
+      e = u;
+  }
+  return e;
+}
+
 /* The set of the Lua function on the top of the stack.  Its environment is
 ** its _ENV upvalue or, for a function that touches no global, the one its
 ** chunk was loaded with.  A chunk learns its environment from its main
@@ -58,9 +77,12 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
     if (c != NULL && (is_main || c->env == NULL))
       pm_chunk_set_env(&S->e, c, e);
   } else if (c != NULL) {
-    if (c->env != NULL && !c->ambiguous)
+    if (c->exact && c->env != NULL)
       e = c->env;
-    c->unresolved |= c->env == NULL;
+    else if ((e = env_of_upvalues(S, L)) == NULL && c->env != NULL &&
+             !c->ambiguous)
+      e = c->env;
+    c->unresolved |= e == NULL;
   }
   return pm_set_for(&S->e, e, c, d.source, d.short_src);
 }
@@ -99,7 +121,10 @@ uintptr_t pm_resolve (pm_State *S, lua_State *L) {
 ** `local _ENV = M`), none overriding one known (the chunk may have
 ** reassigned its _ENV since it was loaded): to its exact chunk, or, where
 ** the main prototype is gone, to the record of its source name, which a
-** long name (a file's path) gives one load alone. */
+** long name (a file's path) gives one load alone.  Each of those functions
+** also links its upvalues to its environment (pm_env_link): a function of
+** the same load that touches no global shares some of them, which tells
+** its load where a source name shared by two loads cannot. */
 typedef struct Discovery {
   pm_State *S;
   int mains; /* the pass over main functions, or over the others */
@@ -120,22 +145,27 @@ static int discover_chunk (const void *obj, int proto, void *arg) {
 static int discover_env (const void *obj, int proto, void *arg) {
   Discovery *d = arg;
   pm_State *S = d->S;
-  const void *p, *table;
+  const void *p, *table, *uv;
   pm_Chunk *c;
   pm_Env *e;
   uintptr_t v;
+  int i;
   if (proto || pm_proto_is_main(p = pm_proto_of(obj)) != d->mains)
     return 1;
+  if ((table = pm_proto_env(obj, S->string_offset)) == NULL)
+    return 1; /* it cannot tell */
+  if ((e = pm_env_get(&S->e, table, 1)) == NULL)
+    return 0;
+  for (i = 0; (uv = pm_proto_upvalue(obj, i)) != NULL; i++)
+    if (!pm_env_link(&S->e, uv, e))
+      return 0;
   v = pm_map_get(&S->e.known, p);
   if (v == 0 || PM_TAG(v) != PM_CHUNK)
     v = pm_map_get(&S->e.known, pm_proto_source(p));
   c = v != 0 && PM_TAG(v) == PM_CHUNK ? PM_PTR(v) : NULL;
-  if ((c != NULL && c->env != NULL) ||
-      (table = pm_proto_env(obj, S->string_offset)) == NULL)
-    return 1; /* known already, or it cannot tell */
+  if (c != NULL && c->env != NULL)
+    return 1; /* known already */
   if (c == NULL && (c = pm_chunk_get(&S->e, pm_proto_source(p), 1)) == NULL)
-    return 0;
-  if ((e = pm_env_get(&S->e, table, 1)) == NULL)
     return 0;
   pm_chunk_set_env(&S->e, c, e);
   return 1;

@@ -481,6 +481,32 @@ static void test_lifetimes (void) {
   unmonitor(JANK);
 }
 
+/* An upvalue seen under one environment belongs to it; under two, to
+** none.  The environment record lives while an upvalue names it. */
+static void test_upvalue_links (void) {
+  static char uv1, uv2, uv3; /* upvalues' identities */
+  pm_Env *a, *b;
+  size_t before;
+  monitor(JANK);
+  a = pm_env_get(&E, &table_a, 1);
+  b = pm_env_get(&E, &table_b, 1);
+  CHECK(pm_env_link(&E, &uv1, a) && pm_env_link(&E, &uv1, a));
+  CHECK(pm_env_link(&E, &uv2, a) && pm_env_link(&E, &uv2, b));
+  CHECK(pm_env_link(&E, &uv3, b));
+  CHECK(pm_env_of_upvalue(&E, &uv1) == a);
+  CHECK(pm_env_of_upvalue(&E, &uv2) == NULL);
+  CHECK(pm_env_of_upvalue(&E, &uv3) == b);
+  CHECK(pm_env_link(&E, &uv2, a) && pm_env_of_upvalue(&E, &uv2) == NULL);
+  CHECK(a->refs == 1 && b->refs == 1);
+  /* its table is freed (as the allocator wrapper tells): uv1 holds it */
+  pm_env_forget(&E, PM_PTR(pm_map_del(&E.known, &table_a)));
+  CHECK(pm_env_of_upvalue(&E, &uv1) == a && a->table == NULL);
+  before = E.bytes;
+  pm_upvalue_forget(&E, pm_map_del(&E.known, &uv1)); /* uv1 is freed */
+  CHECK(E.bytes == before - sizeof(pm_Env));
+  unmonitor(JANK);
+}
+
 /* }====================================================== */
 
 int main (void) {
@@ -499,6 +525,7 @@ int main (void) {
       {"jank_alert", test_jank_alert},
       {"invisible_and_unwatched", test_invisible_and_unwatched},
       {"lifetimes", test_lifetimes},
+      {"upvalue_links", test_upvalue_links},
   };
   size_t i;
   for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
