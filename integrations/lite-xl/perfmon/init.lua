@@ -1,0 +1,207 @@
+-- mod-version:3 --priority:10000
+-- perfmon in Lite XL: which plugin makes the editor slow (perfmon, after
+-- Firefox's about:performance).  integrations/lite-xl/README.md says how
+-- to install it.  Loaded last (priority 10000), so that its wrap of
+-- core.step is the outermost one: the code of every plugin that wraps
+-- core.step too runs inside the event.
+
+local core = require "core"
+local command = require "core.command"
+local common = require "core.common"
+local config = require "core.config"
+local Doc = require "core.doc"
+local DocView = require "core.docview"
+
+local ok, perfmon = pcall(require, "perfmon")
+if not ok then
+  core.error("perfmon: cannot load perfmon (see integrations/lite-xl/README.md "
+    .. "for the package.path and package.cpath lines of your init.lua): %s", perfmon)
+  return
+end
+local watcher = require "perfmon.watcher"
+local plugin_watcher = require "perfmon.plugin_watcher"
+local Profiler = require "perfmon.profiler"
+local model = require "plugins.perfmon.model"
+
+-- An editor is judged by its frames: 50 ms is three frames at 60 fps, a
+-- stall you feel while typing (Firefox's 64 ms is for pages).  Three in
+-- half a minute is a pattern, one is a hiccup; a quarter of a core for
+-- ten seconds is a plugin that drains the battery of an editor that should
+-- idle.  The profiler keeps the editor's last 30 s of CPU time on the
+-- kernel's tick, the cheap timer: no signal while the editor idles.
+config.plugins.perfmon = common.merge({
+  jank_threshold_ms = 50,
+  alerts = 3,
+  alerts_window_s = 30,
+  cpu_percent = 25,
+  cpu_window_s = 10,
+  ignore = {},
+  profile_seconds = 30, -- 0: no profiler, no "Perfmon: Save Profile"
+  profile_rate_us = 1000,
+  refresh_s = 1, -- how often the about:performance view is rewritten
+}, config.plugins.perfmon)
+local conf = config.plugins.perfmon
+
+local M = { groups = {}, warnings = {} }
+
+---------------------------------------------------------------------------
+-- Plugins as groups
+---------------------------------------------------------------------------
+
+-- A plugin is a group of kind "plugin" (the user's copy and the data
+-- directory's of one name are one plugin: the user's replaces the other),
+-- Lite XL's core/ one of kind "core", which is not warned about.  By source
+-- path, because plugins share _G; chunks loaded before this plugin count
+-- from now on.
+local by_name = {}
+local function attach(name, prefix)
+  local g = by_name[name]
+  if not g then
+    g = perfmon.group { name = name, kind = name == "core" and "core" or "plugin" }
+    by_name[name] = g
+    M.groups[#M.groups + 1] = g
+  end
+  perfmon.attach_source(prefix, g)
+end
+
+attach(model.group_of(DATADIR .. PATHSEP .. "core" .. PATHSEP, DATADIR, USERDIR))
+for _, root in ipairs { DATADIR, USERDIR } do
+  local dir = root .. PATHSEP .. "plugins"
+  for _, entry in ipairs(system.list_dir(dir) or {}) do
+    local info = system.get_file_info(dir .. PATHSEP .. entry)
+    local path = dir .. PATHSEP .. entry .. (info and info.type == "dir" and PATHSEP or "")
+    local name, prefix = model.group_of(path, DATADIR, USERDIR)
+    if name then attach(name, prefix) end
+  end
+end
+-- perfmon's own Lua modules, wherever package.path found them, are this
+-- plugin's code
+local lib = package.searchpath("perfmon", package.path)
+if lib and by_name.perfmon then
+  perfmon.attach_source(lib:match("^(.*[/\\])"), by_name.perfmon)
+end
+
+M.monitor = perfmon.monitor { "jank", "ticks" }
+
+---------------------------------------------------------------------------
+-- Events: each core.step, each pass of the thread scheduler
+---------------------------------------------------------------------------
+
+local step = core.step
+function core.step(...)
+  return perfmon.event(step, ...)
+end
+
+-- The scheduler of core.add_thread's coroutines runs outside core.step,
+-- in core.run's local run_threads: no public route reaches it, so that
+-- upvalue is replaced, found and checked here, before core.run starts.
+-- Plugins may have wrapped core.run (workspace does, until it first
+-- runs): the original is looked for among the wrappers' upvalues too.
+local function find_run_threads(fn, depth, seen)
+  seen[fn] = true
+  for i = 1, math.huge do
+    local name, v = debug.getupvalue(fn, i)
+    if name == nil then return nil end
+    if name == "run_threads" and type(v) == "function" then return fn, i, v end
+    if depth > 0 and type(v) == "function" and not seen[v] then
+      local owner, slot, run_threads = find_run_threads(v, depth - 1, seen)
+      if owner then return owner, slot, run_threads end
+    end
+  end
+end
+local owner, slot, run_threads = find_run_threads(core.run, 3, {})
+if owner then
+  debug.setupvalue(owner, slot, function() return perfmon.event(run_threads) end)
+  M.route = "core.step and core.run's run_threads"
+  core.log_quiet("perfmon: one event per core.step and one per pass of the thread scheduler "
+    .. "(core.run's local run_threads, a Lite XL internal)")
+else
+  M.route = "core.step"
+  core.warn("perfmon: no run_threads upvalue in this Lite XL's core.run: threads "
+    .. "(core.add_thread) run outside events, so their jank goes unseen; CPU and self time "
+    .. "per plugin still count")
+end
+
+---------------------------------------------------------------------------
+-- Warnings in the status bar
+---------------------------------------------------------------------------
+
+watcher.configure { jank_threshold_us = conf.jank_threshold_ms * 1000 }
+M.watcher = plugin_watcher.new {
+  time = "self", -- not the plugin that wraps core.step for every other's time
+  alerts = conf.alerts,
+  alerts_window_ms = conf.alerts_window_s * 1000,
+  cpu_percent = conf.cpu_percent,
+  cpu_window_ms = conf.cpu_window_s * 1000,
+  ignore = conf.ignore,
+  on_warning = function(w)
+    M.warnings[#M.warnings + 1] = { name = w.group.name, message = w.message }
+    core.warn("perfmon: %s", w.message)
+  end,
+}
+
+---------------------------------------------------------------------------
+-- about:performance
+---------------------------------------------------------------------------
+
+function M.text()
+  local snap = M.monitor:snapshot()
+  return model.text(model.rows(snap, M.groups), snap)
+end
+
+local PerformanceDoc = Doc:extend()
+function PerformanceDoc:get_name() return "about:performance" end
+function PerformanceDoc:is_dirty() return false end
+
+-- Rewritten in place, out of the undo history, the cursor kept.
+function PerformanceDoc:set_text(text)
+  local line, col = self:get_selection()
+  local scratch = { idx = 1 }
+  local now = system.get_time()
+  self:raw_remove(1, 1, #self.lines, #self.lines[#self.lines], scratch, now)
+  self:raw_insert(1, 1, text, scratch, now)
+  self:set_selection(self:sanitize_position(line, col))
+end
+
+command.add(nil, {
+  ["perfmon:show-performance"] = function()
+    local doc = PerformanceDoc()
+    doc:set_text(M.text())
+    core.root_view:get_active_node_default():add_view(DocView(doc))
+    core.add_thread(function()
+      while #core.get_views_referencing_doc(doc) > 0 do
+        doc:set_text(M.text())
+        coroutine.yield(conf.refresh_s)
+      end
+    end)
+  end,
+})
+
+---------------------------------------------------------------------------
+-- Profile
+---------------------------------------------------------------------------
+
+if conf.profile_seconds > 0 then
+  M.profiler = Profiler.new()
+  local started, err = pcall(M.profiler.start, M.profiler, conf.profile_rate_us,
+    math.ceil(conf.profile_seconds * 1e6 / conf.profile_rate_us), { timer = "tick" })
+  if not started then
+    M.profiler = nil
+    core.warn("perfmon: no profiler: %s", err)
+  end
+end
+
+command.add(function() return M.profiler ~= nil end, {
+  ["perfmon:save-profile"] = function()
+    local path = USERDIR .. PATHSEP .. os.date("perfmon-profile-%Y%m%d-%H%M%S.json")
+    local saved, err = pcall(M.profiler.save, M.profiler, path)
+    if saved then
+      core.log("perfmon: saved the profile of the last %g s of CPU time to %s "
+        .. "(open it at https://profiler.firefox.com)", conf.profile_seconds, path)
+    else
+      core.error("perfmon: cannot save the profile to %s: %s", path, err)
+    end
+  end,
+})
+
+return M

@@ -1,0 +1,127 @@
+-- The perfmon plugin's logic that needs no editor, so that busted can test
+-- it outside Lite XL: which group a chunk's path belongs to, and the rows
+-- of the about:performance view.
+
+local model = {}
+
+local function check_string(v, n, fname)
+  if type(v) ~= "string" or v == "" then
+    error(("bad argument #%d to '%s' (non-empty string expected, got %s)")
+      :format(n, fname, v == "" and "an empty string" or type(v)), 3)
+  end
+end
+
+-- root without its trailing separators, and whether path lies below it,
+-- at a separator (".../plugins" is not below ".../plug").
+local function below(path, root)
+  root = root:gsub("[/\\]+$", "")
+  local rest = path:sub(#root + 1)
+  if path:sub(1, #root) == root and rest:match("^[/\\]") then return rest end
+end
+
+--- The group of the chunk at path, given the data directory and the user
+-- directory: the name of the plugin (a file root/plugins/name.lua, or
+-- anything in a folder root/plugins/name/) or "core" (datadir/core/), and
+-- the source prefix that covers that group's code in this root.  nil when
+-- it is neither (the user's init.lua, a library on package.path).
+function model.group_of(path, datadir, userdir)
+  check_string(path, 1, "group_of")
+  check_string(datadir, 2, "group_of")
+  check_string(userdir, 3, "group_of")
+  -- the user directory may lie inside the data directory (a portable
+  -- install's user/): the deeper root decides
+  local roots = #userdir >= #datadir and { userdir, datadir } or { datadir, userdir }
+  for _, root in ipairs(roots) do
+    local rest = below(path, root)
+    if rest then
+      local base = path:sub(1, #path - #rest)
+      local folder, sep = rest:match("^[/\\]plugins[/\\]([^/\\]+)([/\\])")
+      if folder then return folder, base .. rest:match("^[/\\]plugins[/\\]") .. folder .. sep end
+      local file = rest:match("^[/\\]plugins[/\\]([^/\\]+)%.lua$")
+      if file then return file, path end
+      if root == datadir then
+        local core_sep = rest:match("^[/\\]core([/\\])")
+        if core_sep then return "core", base .. rest:sub(1, 1) .. "core" .. core_sep end
+      end
+      return nil
+    end
+  end
+  return nil
+end
+
+-- durations[k] counts the events of at least 2^(k-1) ms.
+local function longest(durations)
+  for k = #durations, 1, -1 do
+    if durations[k] > 0 then return ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k) end
+  end
+  return "<1 ms"
+end
+
+-- Each bucket [2^(k-1), 2^k) on its own, so that the counts add up.
+local function histogram(durations)
+  local parts = {}
+  for k = 1, #durations do
+    local n = durations[k] - (durations[k + 1] or 0)
+    if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n) end
+  end
+  return #parts > 0 and table.concat(parts, " ") or "-"
+end
+
+--- The view's rows for the groups (a list of perfmon groups) in snap (a
+-- perfmon snapshot), busiest first by self time: a plugin that wraps
+-- core.step or DocView.draw has every later wrapper's time inclusive of
+-- its own, so only self time ranks plugins.  Each row: name, self_us,
+-- cpu_us, share (self time, % of the editor's CPU time), ticks, longest
+-- and histogram (of the events by the group's self time in each).
+function model.rows(snap, groups)
+  if type(snap) ~= "table" or type(snap.groups) ~= "table" or type(snap.process) ~= "table" then
+    error("bad argument #1 to 'rows' (perfmon snapshot expected, got " .. type(snap) .. ")", 2)
+  end
+  if type(groups) ~= "table" then
+    error("bad argument #2 to 'rows' (list of perfmon groups expected, got " .. type(groups) .. ")", 2)
+  end
+  local rows = {}
+  local total = math.max(snap.process.cpu_us, 1)
+  for i, g in ipairs(groups) do
+    local st = snap.groups[g.id]
+    if not st then
+      error(("bad argument #2 to 'rows' (group %d, %s, is not in the snapshot)"):format(i, tostring(g)), 2)
+    end
+    rows[#rows + 1] = {
+      name = g.name, self_us = st.self_us, cpu_us = st.cpu_us,
+      share = 100 * st.self_us / total, ticks = st.ticks,
+      longest = longest(st.self_durations), histogram = histogram(st.self_durations),
+    }
+  end
+  table.sort(rows, function(a, b)
+    if a.self_us ~= b.self_us then return a.self_us > b.self_us end
+    return a.name < b.name
+  end)
+  return rows
+end
+
+local ROW = "%-24s %9.1f %9.1f %6.1f%% %8d  %-10s %s"
+local HEAD = "%-24s %9s %9s %7s %8s  %-10s %s"
+
+--- The view's text: a header, the rows, then the whole editor's line from
+-- snap.process.
+function model.text(rows, snap)
+  if type(rows) ~= "table" then
+    error("bad argument #1 to 'text' (rows expected, got " .. type(rows) .. ")", 2)
+  end
+  if type(snap) ~= "table" or type(snap.process) ~= "table" then
+    error("bad argument #2 to 'text' (perfmon snapshot expected, got " .. type(snap) .. ")", 2)
+  end
+  local p = snap.process
+  local lines = { HEAD:format("plugin", "self ms", "cpu ms", "share", "ticks", "longest",
+    "self jank histogram (ms:events)") }
+  for _, r in ipairs(rows) do
+    lines[#lines + 1] = ROW:format(r.name, r.self_us / 1000, r.cpu_us / 1000, r.share,
+      r.ticks, r.longest, r.histogram)
+  end
+  lines[#lines + 1] = ROW:format("(whole editor)", p.self_us / 1000, p.cpu_us / 1000,
+    100, p.ticks, longest(p.durations), histogram(p.durations))
+  return table.concat(lines, "\n") .. "\n"
+end
+
+return model

@@ -1,0 +1,70 @@
+-- mod-version:3
+-- The check's scripted session: opens PERFMON_CHECK_DOC, types a text into
+-- it one character per pass of the threads, opens about:performance and
+-- saves a profile (when perfmon is loaded), waits for the janky plugin's
+-- bursts and the warnings they raise, writes what it saw to
+-- PERFMON_CHECK_OUT and quits.  Every wait is bounded in passes.
+local core = require "core"
+local command = require "core.command"
+
+local OUT, DOC = os.getenv("PERFMON_CHECK_OUT"), os.getenv("PERFMON_CHECK_DOC")
+local TEXT = ("local function f(x)\n  return x * 2 -- typed by the check\nend\n"):rep(8)
+local MAX_WAIT_PASSES = 1000
+
+local function wait(passes, s, until_fn)
+  for _ = 1, passes do
+    if until_fn and until_fn() then return true end
+    coroutine.yield(s)
+  end
+  return until_fn == nil
+end
+
+core.add_thread(function()
+  local out = assert(io.open(OUT, "w"))
+  local doc = core.open_doc(DOC)
+  core.root_view:open_doc(doc)
+  for i = 1, #TEXT do
+    local c = TEXT:sub(i, i)
+    if c == "\n" then command.perform("doc:newline") else core.root_view:on_text_input(c) end
+    coroutine.yield(0.01)
+  end
+  out:write(("typed %d %d\n"):format(#TEXT, #doc.lines))
+
+  local janky = package.loaded["plugins.janky"]
+  if janky then
+    out:write(("janky_done %s\n"):format(wait(MAX_WAIT_PASSES, 0.02, function() return janky.done end)))
+  end
+  local pm = package.loaded["plugins.perfmon"]
+  if pm then
+    command.perform("perfmon:show-performance")
+    wait(60, 0.02) -- the alerts' buffering delay, the warnings' delivery
+    local view = core.active_view
+    local first -- the busiest plugin: the first row that is not core
+    for i = 2, view.doc and #view.doc.lines or 0 do
+      first = view.doc.lines[i]:match("^(%S+)")
+      if first ~= "core" then break end
+    end
+    out:write(("view %s %s\n"):format(view.doc and view.doc:get_name(), first))
+    command.perform("perfmon:save-profile")
+    out:write(("route %s\n"):format(pm.route))
+    for _, w in ipairs(pm.warnings) do out:write(("warned %s %s\n"):format(w.name, w.message)) end
+    local snap = pm.monitor:snapshot()
+    for _, g in ipairs(pm.groups) do
+      local st = snap.groups[g.id]
+      out:write(("self %s %d %d %s\n"):format(g.name, st.self_us, st.cpu_us,
+        table.concat(st.self_durations, ",")))
+    end
+    io.write(pm.text())
+  end
+  if janky then
+    out:write(("clock janky %d %d\n"):format(math.floor(janky.burned_s * 1e6 + 0.5), janky.bursts))
+  end
+  for _, item in ipairs(core.log_items) do
+    if item.level ~= "INFO" or item.text:match("^perfmon") then
+      out:write(("log %s %s\n"):format(item.level, item.text:gsub("\n", " ")))
+    end
+  end
+  out:write(("cpu %.6f\n"):format(os.clock()))
+  out:close()
+  core.quit(true)
+end)
