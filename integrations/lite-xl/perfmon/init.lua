@@ -21,7 +21,7 @@ end
 local watcher = require "perfmon.watcher"
 local plugin_watcher = require "perfmon.plugin_watcher"
 local Profiler = require "perfmon.profiler"
-local model = require "plugins.perfmon.model"
+local model = require((...) .. ".model") -- beside this file, whatever its folder's name
 
 -- An editor is judged by its frames: 50 ms is three frames at 60 fps, a
 -- stall you feel while typing (Firefox's 64 ms is for pages).  Three in
@@ -76,10 +76,9 @@ for _, root in ipairs { DATADIR, USERDIR } do
 end
 -- perfmon's own Lua modules, wherever package.path found them, are this
 -- plugin's code
+local own = model.group_of(debug.getinfo(1, "S").source:sub(2), DATADIR, USERDIR)
 local lib = package.searchpath("perfmon", package.path)
-if lib and by_name.perfmon then
-  perfmon.attach_source(lib:match("^(.*[/\\])"), by_name.perfmon)
-end
+if own and lib then perfmon.attach_source(lib:match("^(.*[/\\])"), by_name[own]) end
 
 M.monitor = perfmon.monitor { "jank", "ticks" }
 
