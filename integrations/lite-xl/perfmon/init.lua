@@ -27,8 +27,10 @@ local model = require((...) .. ".model") -- beside this file, whatever its folde
 -- stall you feel while typing (Firefox's 64 ms is for pages).  Three in
 -- half a minute is a pattern, one is a hiccup; a quarter of a core for
 -- ten seconds is a plugin that drains the battery of an editor that should
--- idle.  The profiler keeps the editor's last 30 s of CPU time on the
--- kernel's tick, the cheap timer: no signal while the editor idles.
+-- idle.  The profiler samples on the kernel's tick, the cheap timer: no
+-- signal while the editor idles; a ring of profile_seconds' worth of
+-- samples, each of at least one period, holds at least the editor's last
+-- profile_seconds of CPU time.
 config.plugins.perfmon = common.merge({
   jank_threshold_ms = 50,
   alerts = 3,
@@ -195,7 +197,7 @@ command.add(function() return M.profiler ~= nil end, {
     local path = USERDIR .. PATHSEP .. os.date("perfmon-profile-%Y%m%d-%H%M%S.json")
     local saved, err = pcall(M.profiler.save, M.profiler, path)
     if saved then
-      core.log("perfmon: saved the profile of the last %g s of CPU time to %s "
+      core.log("perfmon: saved the profile of (at least) the last %g s of CPU time to %s "
         .. "(open it at https://profiler.firefox.com)", conf.profile_seconds, path)
     else
       core.error("perfmon: cannot save the profile to %s: %s", path, err)
