@@ -63,6 +63,7 @@ build = {
     },
     ["perfmon"] = "lua/perfmon/init.lua",
     ["perfmon.args"] = "lua/perfmon/args.lua",
+    ["perfmon.buckets"] = "lua/perfmon/buckets.lua",
     ["perfmon.busted"] = "lua/perfmon/busted.lua",
     ["perfmon.flamegraph"] = "lua/perfmon/flamegraph.lua",
     ["perfmon.fleet"] = "lua/perfmon/fleet.lua",

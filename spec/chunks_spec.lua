@@ -55,6 +55,12 @@ local function at_most(got_us, own_us, what)
     ("%s: %.1f ms charged, its own work is %.1f ms"):format(what, got_us / 1000, own_us / 1000))
 end
 
+-- Its own work, where chunks are told exactly; at most that where they
+-- cannot be.
+local function charged(got_us, own_us, what)
+  if exact then assert_near(got_us, own_us, what) else at_most(got_us, own_us, what) end
+end
+
 describe("chunks", function()
   it("tells apart two loads of one file under one short name", function()
     local ga, gb = group("a"), group("b")
@@ -63,13 +69,8 @@ describe("chunks", function()
     local ca, cb = measure(function()
       for _ = 1, 3 do perfmon.event(function() a.run(8) b.run(4) end) end
     end, ga, gb)
-    if exact then
-      assert_near(ca, a.spent, "the first load")
-      assert_near(cb, b.spent, "the second load")
-    else
-      at_most(ca, a.spent, "the first load")
-      at_most(cb, b.spent, "the second load")
-    end
+    charged(ca, a.spent, "the first load")
+    charged(cb, b.spent, "the second load")
   end)
 
   it("never charges stripped host code to a stripped plugin", function()
@@ -105,7 +106,7 @@ describe("chunks", function()
     local cp = measure(function()
       for _ = 1, 3 do perfmon.event(p.run, 6) end
     end, gp)
-    if exact then assert_near(cp, p.spent, "the plugin") else at_most(cp, p.spent, "the plugin") end
+    charged(cp, p.spent, "the plugin")
   end)
 
   it("keeps code defined after _ENV is reassigned in its plugin", function()
@@ -123,7 +124,7 @@ describe("chunks", function()
     local cp = measure(function()
       for _ = 1, 3 do perfmon.event(p.run, 6) end
     end, gp)
-    if exact then assert_near(cp, p.spent, "the plugin") else at_most(cp, p.spent, "the plugin") end
+    charged(cp, p.spent, "the plugin")
   end)
 
   describe("loaded before monitoring began", function()
@@ -147,7 +148,7 @@ describe("chunks", function()
       local cp = measure(function()
         for _ = 1, 3 do perfmon.event(p.run, 6) end
       end, g)
-      if exact then assert_near(cp, p.spent, "the early plugin") else at_most(cp, p.spent, "the early plugin") end
+      charged(cp, p.spent, "the early plugin")
     end)
 
     it("charges a plugin whose main function lives on, whatever its name", function()
@@ -161,13 +162,8 @@ describe("chunks", function()
         for _ = 1, 3 do perfmon.event(function() a.run(6) b.run(3) end) end
       end, ga, gb)
       assert(ma and mb) -- alive until here
-      if exact then
-        assert_near(ca, a.spent, "the first load")
-        assert_near(cb, b.spent, "the second load")
-      else
-        at_most(ca, a.spent, "the first load")
-        at_most(cb, b.spent, "the second load")
-      end
+      charged(ca, a.spent, "the first load")
+      charged(cb, b.spent, "the second load")
     end)
 
     it("tells apart two loads under one short name whose main functions are gone", function()
@@ -185,13 +181,8 @@ describe("chunks", function()
       local ca, cb = measure(function()
         for _ = 1, 3 do perfmon.event(function() a.run(6) b.run(3) end) end
       end, ga, gb)
-      if exact then
-        assert_near(ca, a.spent, "the first load")
-        assert_near(cb, b.spent, "the second load")
-      else
-        at_most(ca, a.spent, "the first load")
-        at_most(cb, b.spent, "the second load")
-      end
+      charged(ca, a.spent, "the first load")
+      charged(cb, b.spent, "the second load")
     end)
 
     it("charges a plugin loaded before perfmon was required", function()

@@ -27,6 +27,7 @@
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
 local PluginWatcher = require("perfmon.plugin_watcher")
+local buckets = require("perfmon.buckets")
 
 local M = {}
 
@@ -343,21 +344,6 @@ function Editor:report(d, inputs)
     events = #inputs, warnings = self.warnings, saves = self.saves }
 end
 
--- A histogram as "lo-hi:n" pairs: durations[k] counts the events in
--- which the group ran >= 2^(k-1) ms; the table shows each bucket
--- [2^(k-1), 2^k) ms on its own, so the counts add up to the events.
-function M.histogram(durations)
-  local parts = {}
-  for k = 1, #durations do
-    local n = durations[k] - (durations[k + 1] or 0)
-    if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n) end
-  end
-  return #parts > 0 and table.concat(parts, " ") or "-"
-end
-
-function M.longest(k)
-  return k == 0 and "<1 ms" or ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
-end
 
 local ROW = "%-16s %9.1f %6.1f%% %6d %11.1f %9.1f  %-10s %s"
 local HEAD = "%-16s %9s %7s %6s %11s %9s  %-10s %s"
@@ -372,11 +358,11 @@ function Editor:print_table(r)
     "jank histogram (ms:events)")
   for _, st in ipairs(r.rows) do
     self:say(ROW, st.name, st.cpu_us / 1000, st.share, st.ticks, st.blocking_us / 1000,
-      st.alloc_bytes / 1024, M.longest(st.longest), M.histogram(st.durations))
+      st.alloc_bytes / 1024, buckets.name(st.longest), buckets.histogram(st.durations))
   end
   local p = r.process
   self:say(ROW, "(whole editor)", p.cpu_us / 1000, p.share, p.ticks, p.blocking_us / 1000,
-    p.alloc_bytes / 1024, M.longest(p.longest), M.histogram(p.durations))
+    p.alloc_bytes / 1024, buckets.name(p.longest), buckets.histogram(p.durations))
 end
 
 ----------------------------------------------------------------------------

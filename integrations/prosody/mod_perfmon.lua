@@ -15,6 +15,7 @@ module:set_global();
 local perfmon = require "perfmon";
 local watcher = require "perfmon.watcher";
 local plugin_watcher = require "perfmon.plugin_watcher";
+local buckets = require "perfmon.buckets";
 local modulemanager = require "core.modulemanager";
 local server = require "net.server";
 
@@ -198,21 +199,7 @@ local pw = plugin_watcher.new {
 
 -- The bucket of the longest event counted in durations.
 local function longest(durations)
-	for k = #durations, 1, -1 do
-		if durations[k] > 0 then return ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k); end
-	end
-	return "<1 ms";
-end
-
--- durations[k] counts the events of at least 2^(k-1) ms: each bucket
--- [2^(k-1), 2^k) on its own, so that the counts add up.
-local function histogram(durations)
-	local parts = {};
-	for k = 1, #durations do
-		local n = durations[k] - (durations[k + 1] or 0);
-		if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n); end
-	end
-	return #parts > 0 and table.concat(parts, " ") or "-";
+	return buckets.name(buckets.longest(durations));
 end
 
 local ROW = "%-28s %9.1f %9.1f %6.1f%% %8d  %-10s %s";
@@ -221,7 +208,7 @@ local HEAD = "%-28s %9s %9s %7s %8s  %-10s %s";
 local function row(label, st, process)
 	return ROW:format(label, st.self_us / 1000, st.cpu_us / 1000,
 		100 * st.self_us / math.max(process.cpu_us, 1), st.ticks,
-		longest(st.self_durations), histogram(st.self_durations));
+		longest(st.self_durations), buckets.histogram(st.self_durations));
 end
 
 -- The VirtualHost instances of a module loaded on several.

@@ -122,12 +122,7 @@ perfmon.animation = core.animation
 local Snapshot = {}
 Snapshot.__index = Snapshot
 
-local function longest(durations)
-  for k = #durations, 1, -1 do
-    if durations[k] > 0 then return k end
-  end
-  return 0
-end
+local longest = require("perfmon.buckets").longest
 
 local function stats_minus(new, old)
   local d = {

@@ -10,48 +10,22 @@
 ** self against inclusive time, nested-loop cancellation, blocking, the
 ** histograms and the alerts, and groups' lifetimes.
 */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alert.h"
+#include "check.h"
 #include "fake_clock.h"
 #include "group.h"
 #include "mem.h"
 #include "stopwatch.h"
-
-static int failures;
-
-#define CHECK(c)                                                               \
-  ((c) ? (void)0                                                               \
-       : (void)(failures++, fprintf(stderr, "%s:%d: %s: failed: %s\n",         \
-                                    __FILE__, __LINE__, current, #c)))
-/* Exact but for the rounding of a share (a ratio of cycles). */
-#define NEAR(a, b)                                                             \
-  ((fabs((double)(a) - (double)(b)) < 1e-6)                                    \
-       ? (void)0                                                               \
-       : (void)(failures++,                                                    \
-                fprintf(stderr, "%s:%d: %s: %s is %.9g, not %.9g\n", __FILE__, \
-                        __LINE__, current, #a, (double)(a), (double)(b))))
-
-static const char *current; /* the test running */
 
 /*
 ** {======================================================
 ** The adapter's part
 ** =======================================================
 */
-
-static void *test_alloc (void *ud, void *p, size_t osize, size_t nsize) {
-  (void)ud;
-  (void)osize;
-  if (nsize == 0) {
-    free(p);
-    return NULL;
-  }
-  return realloc(p, nsize);
-}
 
 static pm_Engine E;
 
@@ -138,6 +112,13 @@ static double self (const pm_Group *g) {
 
 static char table_a, table_b, table_ab; /* environments' addresses */
 
+/* Two plugins, A and B, each with its environment's set. */
+static void plugins (pm_Group **a, const pm_Set **sa, pm_Group **b,
+                     const pm_Set **sb) {
+  *a = group("A"), *b = group("B");
+  *sa = set_of(&table_a, *a, NULL), *sb = set_of(&table_b, *b, NULL);
+}
+
 /*
 ** {======================================================
 ** The stopwatch
@@ -151,8 +132,7 @@ static void test_inclusive_and_self (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK | TICKS);
-  a = group("A"), b = group("B");
-  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  plugins(&a, &sa, &b, &sb);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   fake_advance(100, 100);
@@ -180,8 +160,7 @@ static void test_recursion (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK | TICKS);
-  a = group("A"), b = group("B");
-  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  plugins(&a, &sa, &b, &sb);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   fake_advance(10, 10);
@@ -211,8 +190,7 @@ static void test_window_shares (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK);
-  a = group("A"), b = group("B");
-  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  plugins(&a, &sa, &b, &sb);
   fake_advance(2000, 2000);
   pm_sw_snapshot(&E); /* a window of 2 ms: the rate is measured */
   CHECK(E.cycles_per_us == FAKE_CYCLES_PER_US);
@@ -267,8 +245,7 @@ static void test_nested_loop (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK | TICKS);
-  a = group("A"), b = group("B");
-  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  plugins(&a, &sa, &b, &sb);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   fake_advance(100, 100);
@@ -344,8 +321,7 @@ static void test_memory (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK | MEMORY);
-  a = group("A"), b = group("B");
-  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  plugins(&a, &sa, &b, &sb);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   E.allocs.bytes += 100, E.allocs.count += 1;
@@ -376,8 +352,7 @@ static void test_jank_alert (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK);
-  a = group("A"), b = group("B");
-  sa = set_of(&table_a, a, NULL), sb = set_of(&table_b, b, NULL);
+  plugins(&a, &sa, &b, &sb);
   pm_alert_thresholds(&E, 1, 1000, 0, 16000);
   pm_alert_input(&E);
   fake_advance(10, 10);
@@ -510,10 +485,7 @@ static void test_upvalue_links (void) {
 /* }====================================================== */
 
 int main (void) {
-  static const struct {
-    const char *name;
-    void (*f)(void);
-  } tests[] = {
+  static const Test tests[] = {
       {"inclusive_and_self", test_inclusive_and_self},
       {"recursion", test_recursion},
       {"window_shares", test_window_shares},
@@ -527,13 +499,5 @@ int main (void) {
       {"lifetimes", test_lifetimes},
       {"upvalue_links", test_upvalue_links},
   };
-  size_t i;
-  for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    int before = failures;
-    current = tests[i].name;
-    tests[i].f();
-    printf("%s %s\n", failures == before ? "ok  " : "FAIL", current);
-  }
-  printf("%d failure%s\n", failures, failures == 1 ? "" : "s");
-  return failures != 0;
+  return run_tests(tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -6,32 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "mem.h"
 #include "records.h"
-
-static int failures;
-static const char *current;
-
-#define CHECK(c)                                                               \
-  ((c) ? (void)0                                                               \
-       : (void)(failures++, fprintf(stderr, "%s:%d: %s: failed: %s\n",         \
-                                    __FILE__, __LINE__, current, #c)))
-
-static int fail_next; /* the next allocation fails */
-
-static void *test_alloc (void *ud, void *p, size_t osize, size_t nsize) {
-  (void)ud;
-  (void)osize;
-  if (nsize == 0) {
-    free(p);
-    return NULL;
-  }
-  if (fail_next) {
-    fail_next = 0;
-    return NULL;
-  }
-  return realloc(p, nsize);
-}
 
 static pm_Engine E;
 static pm_Records R;
@@ -220,10 +197,7 @@ static void test_growth_fails (void) {
 }
 
 int main (void) {
-  static const struct {
-    const char *name;
-    void (*f)(void);
-  } tests[] = {
+  static const Test tests[] = {
       {"functions", test_functions},
       {"cuts", test_cuts},
       {"stacks", test_stacks},
@@ -233,13 +207,5 @@ int main (void) {
       {"out_of_memory", test_out_of_memory},
       {"growth_fails", test_growth_fails},
   };
-  size_t i;
-  for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    int before = failures;
-    current = tests[i].name;
-    tests[i].f();
-    printf("%s %s\n", failures == before ? "ok  " : "FAIL", current);
-  }
-  printf("%d failure%s\n", failures, failures == 1 ? "" : "s");
-  return failures != 0;
+  return run_tests(tests, sizeof(tests) / sizeof(tests[0]));
 }

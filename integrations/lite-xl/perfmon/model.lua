@@ -2,6 +2,8 @@
 -- it outside Lite XL: which group a chunk's path belongs to, and the rows
 -- of the about:performance view.
 
+local buckets = require("perfmon.buckets")
+
 local model = {}
 
 local function check_string(v, n, fname)
@@ -49,22 +51,8 @@ function model.group_of(path, datadir, userdir)
   return nil
 end
 
--- durations[k] counts the events of at least 2^(k-1) ms.
 local function longest(durations)
-  for k = #durations, 1, -1 do
-    if durations[k] > 0 then return ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k) end
-  end
-  return "<1 ms"
-end
-
--- Each bucket [2^(k-1), 2^k) on its own, so that the counts add up.
-local function histogram(durations)
-  local parts = {}
-  for k = 1, #durations do
-    local n = durations[k] - (durations[k + 1] or 0)
-    if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n) end
-  end
-  return #parts > 0 and table.concat(parts, " ") or "-"
+  return buckets.name(buckets.longest(durations))
 end
 
 --- The view's rows for the groups (a list of perfmon groups) in snap (a
@@ -90,7 +78,7 @@ function model.rows(snap, groups)
     rows[#rows + 1] = {
       name = g.name, self_us = st.self_us, cpu_us = st.cpu_us,
       share = 100 * st.self_us / total, ticks = st.ticks,
-      longest = longest(st.self_durations), histogram = histogram(st.self_durations),
+      longest = longest(st.self_durations), histogram = buckets.histogram(st.self_durations),
     }
   end
   table.sort(rows, function(a, b)
@@ -120,7 +108,7 @@ function model.text(rows, snap)
       r.ticks, r.longest, r.histogram)
   end
   lines[#lines + 1] = ROW:format("(whole editor)", p.self_us / 1000, p.cpu_us / 1000,
-    100, p.ticks, longest(p.durations), histogram(p.durations))
+    100, p.ticks, longest(p.durations), buckets.histogram(p.durations))
   return table.concat(lines, "\n") .. "\n"
 end
 

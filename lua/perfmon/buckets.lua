@@ -1,0 +1,32 @@
+-- perfmon.buckets: a snapshot's histograms of event durations as text, for
+-- the about:performance tables hosts show.  durations[k] counts the events
+-- of at least 2^(k-1) ms (k = 1..10): each count includes those above it.
+
+local buckets = {}
+
+--- The largest k with a count: the bucket of the longest event; 0 when
+-- there is none (no event of 1 ms or more).
+function buckets.longest(durations)
+  for k = #durations, 1, -1 do
+    if durations[k] > 0 then return k end
+  end
+  return 0
+end
+
+--- Bucket k as "lo-hi ms", or "<1 ms" for 0.
+function buckets.name(k)
+  return k == 0 and "<1 ms" or ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
+end
+
+--- Each bucket [2^(k-1), 2^k) ms on its own, as "lo-hi:n" pairs, so that
+-- the counts add up to the events; "-" when there is none.
+function buckets.histogram(durations)
+  local parts = {}
+  for k = 1, #durations do
+    local n = durations[k] - (durations[k + 1] or 0)
+    if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n) end
+  end
+  return #parts > 0 and table.concat(parts, " ") or "-"
+end
+
+return buckets
