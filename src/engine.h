@@ -9,10 +9,11 @@
 ** and drives it from the hook; the layout below is grouped by owner.
 **
 ** The address map `known` is shared by everything that keys anything on a
-** Lua object's address: functions and threads (hook.c), environments and
-** chunks (group.c).  The adapter's allocator wrapper (watch.c) drops an
-** entry the moment Lua frees its key, so that an address reused by a new
-** object never inherits the old object's groups.
+** Lua object's address: functions and threads (hook.c, resolve.c),
+** environments, chunks and upvalues (group.c).  The adapter's allocator
+** wrapper (watch.c) drops an entry the moment Lua frees its key, so that
+** an address reused by a new object never inherits the old object's
+** groups.
 */
 #ifndef PM_ENGINE_H
 #define PM_ENGINE_H

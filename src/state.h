@@ -16,7 +16,7 @@
 
 typedef struct pm_State pm_State;
 typedef struct pm_Thread pm_Thread;
-typedef struct pm_Profiler pm_Profiler; /* profiler.c */
+typedef struct pm_Profiler pm_Profiler; /* profiler/profiler.h */
 
 struct pm_State {
   pm_Engine e; /* first: the engine's callbacks find the state from it */
@@ -29,7 +29,7 @@ struct pm_State {
   /* fleet.c: this state's entry on the process's board, or 0 */
   uint64_t fleet_id;
 
-  /* profiler.c */
+  /* profiler/ */
   pm_Profiler *profiler; /* the sampling profiler running, or NULL */
   /* what answers its count requests (hook.c calls it) */
   void (*answer)(pm_Profiler *P, lua_State *L);

@@ -17,13 +17,17 @@ function module.save()
 	return { burnt_s = burnt_s, messages = messages };
 end
 
+local clock = os.clock;
+
 -- Plain arithmetic: no call the hook would see, so the time is all in this
--- module's own frame.
+-- module's own frame.  It touches no global (no _ENV): loaded before
+-- mod_perfmon, it is told which VirtualHost's load it is by its chunk and
+-- by the handler below, which touches one (module).
 local function burn()
-	local t0 = os.clock();
+	local t0 = clock();
 	local s = 0;
 	for i = 1, iterations do s = s + i % 7; end
-	burnt_s = burnt_s + (os.clock() - t0);
+	burnt_s = burnt_s + (clock() - t0);
 	return s;
 end
 
@@ -37,5 +41,6 @@ module:hook("message/bare", function(event)
 	if stanza:get_child_text("body") then
 		burn();
 		messages = messages + 1;
+		module:log("debug", "burnt %.3f s for %d messages", burnt_s, messages);
 	end
 end, 10);

@@ -15,7 +15,8 @@
 -- for its instance on the VirtualHost that got the messages and nothing for
 -- the idle one's (the admin shell's table, which lists it first), a
 -- warning about it and about no other module; unloaded, it leaves the
--- table.  Exits 77 (skipped) without Prosody.  Every wait is bounded; the
+-- table.  Then the same with mod_perfmon loaded into the running server
+-- after every other module.  Exits 77 (skipped) without Prosody.  Every wait is bounded; the
 -- server is stopped by its PID.
 --
 -- "cost" measures what mod_perfmon costs that server instead: PAIRS (10)
@@ -356,10 +357,13 @@ local function check_figures(srv)
   check(idle and idle / 1000 < 0.01 * burnt, "the idle instance on %s is charged:\n%s", OTHER_HOST, shown)
 end
 
-local function check_log(log)
+-- No error; and, with events (jank is detected in events), a warning
+-- about perfmon_test alone.
+local function check_log(log, events)
   for line in log:gmatch("[^\n]+") do
     check(not line:match("\terror\t"), "an error in Prosody's log: %s", line)
   end
+  if not events then return end
   local warned = {}
   for name in log:gmatch("plugin '([^']+)' is slowing things down") do warned[name] = true end
   check(warned.perfmon_test, "no warning about perfmon_test in the log:\n%s", log)
@@ -370,7 +374,10 @@ local function check_log(log)
   print(log:match("[^\n]*plugin 'perfmon_test' is slowing[^\n]*"))
 end
 
-local function test()
+-- mod_perfmon enabled in the configuration (Prosody loads modules in no
+-- set order: perfmon_test comes before or after it), and perfmon_test
+-- reloaded half-way, after it.
+local function test_enabled()
   local _, log = with_server({ perfmon = true, iterations = 1500000 }, function(srv)
     exchange(srv.c2s_port, MESSAGES, PER_SESSION, function()
       local out = shell(srv.dir, "module", "reload", "perfmon_test")
@@ -383,7 +390,30 @@ local function test()
     local shown = shell(srv.dir, "perfmon", "show")
     check(not shown:match("\n%s*perfmon_test%s"), "perfmon_test is listed after its unload:\n%s", shown)
   end)
-  check_log(log)
+  check_log(log, true)
+end
+
+-- mod_perfmon loaded from the admin shell into a running server: every
+-- other module, perfmon_test's two instances among them, ran before it.
+-- The loop runs already, so there are no events (the log says so), and no
+-- jank to warn about: the figures are the test.
+local function test_loaded_late()
+  local _, log = with_server({ perfmon = false, iterations = 1500000 }, function(srv)
+    local out = shell(srv.dir, "module", "load", "perfmon")
+    check(out:match("Module loaded"), "loading perfmon: %s", out)
+    exchange(srv.c2s_port, MESSAGES, PER_SESSION)
+    print(("prosody test (mod_perfmon loaded last): %d messages delivered over %d sessions")
+      :format(MESSAGES, MESSAGES // PER_SESSION))
+    check_figures(srv)
+  end)
+  check(log:match("mod_perfmon\twarn\tno perfmon event per turn of the server loop"),
+    "mod_perfmon loaded last does not say that it makes no events:\n%s", log)
+  check_log(log, false)
+end
+
+local function test()
+  test_enabled()
+  test_loaded_late()
   print("prosody test: OK")
 end
 
