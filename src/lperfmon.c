@@ -519,11 +519,14 @@ static int l_info (lua_State *L) {
 */
 
 /* The C API's markers, raising at the caller's position: these are called
-** by the user. */
+** by the user.  A state closing (a finalizer run by lua_close) is not a
+** misuse. */
 static int marker (lua_State *L, int (*f)(lua_State *L), const char *misuse) {
-  if (f(L) != PERFMON_OK) {
+  int rc = f(L);
+  if (rc != PERFMON_OK) {
     luaL_where(L, 1);
-    lua_pushstring(L, misuse);
+    lua_pushstring(L, rc == PERFMON_EMISUSE ? misuse
+                                            : "perfmon: the state is closing");
     lua_concat(L, 2);
     return lua_error(L);
   }

@@ -77,7 +77,9 @@ PERFMON_API int perfmon_user_input (lua_State *L);
 /* The host is idle: delivers the watcher's alerts whose buffering delay has
 ** passed (require("perfmon.watcher").poll()).  *next_ms (if not NULL) gets
 ** the ms until more are due, or -1 when nothing waits: the timeout of the
-** host's next wait. */
+** host's next wait.  Inside an event it delivers nothing and says -1: the
+** event's end delivers (a host that waits inside an event handler marks
+** its loop as nested, perfmon_nested_enter). */
 PERFMON_API int perfmon_poll (lua_State *L, double *next_ms);
 PERFMON_API int perfmon_animation (lua_State *L, int on);
 

@@ -25,8 +25,8 @@ static const char *current; /* the test running */
                 fprintf(stderr, "%s:%d: %s: %s is %.9g, not %.9g\n", __FILE__, \
                         __LINE__, current, #a, (double)(a), (double)(b))))
 
-/* The tests' allocator, with lua_Alloc's contract; fail_next: the next
-** allocation fails. */
+/* The tests' allocator, with lua_Alloc's contract; fail_next = k > 0: the
+** k-th allocation from now fails (1: the next). */
 static int fail_next;
 
 static void *test_alloc (void *ud, void *p, size_t osize, size_t nsize) {
@@ -36,10 +36,8 @@ static void *test_alloc (void *ud, void *p, size_t osize, size_t nsize) {
     free(p);
     return NULL;
   }
-  if (fail_next) {
-    fail_next = 0;
+  if (fail_next > 0 && --fail_next == 0)
     return NULL;
-  }
   return realloc(p, nsize);
 }
 
