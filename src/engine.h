@@ -94,6 +94,9 @@ struct pm_Engine {
   unsigned probes; /* PM_BIT(probe) when held */
   int probe_refs[PM_NPROBES];
   int monitors;
+  int instant; /* pm_sw_instant: the clock is read, at instant_cycles */
+  uint32_t instant_cpu;
+  uint64_t instant_cycles;
   uint64_t iter; /* iteration number, 1.. */
   uint64_t period; /* commits so far */
   uint64_t period_cycles; /* cycles when the period began */

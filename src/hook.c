@@ -40,6 +40,38 @@ static _Thread_local PM_TLS_MODEL struct {
   unsigned epoch;
 } last;
 
+/* The records of the few lua_States this OS thread switched between
+** lately, by their address: a coroutine switch then finds its record
+** without the state's map.  The same epoch guards them. */
+#define PM_RECENT 8 /* a power of 2 */
+static _Thread_local PM_TLS_MODEL struct {
+  struct {
+    lua_State *L;
+    pm_Thread *t;
+  } e[PM_RECENT];
+  unsigned epoch;
+} recent;
+
+static unsigned recent_slot (const lua_State *L) {
+  return (unsigned)((uintptr_t)L >> 4) & (PM_RECENT - 1);
+}
+
+/* L's record if it is among the recent ones, else NULL. */
+static pm_Thread *recent_find (lua_State *L, unsigned ep) {
+  unsigned i = recent_slot(L);
+  return recent.epoch == ep && recent.e[i].L == L ? recent.e[i].t : NULL;
+}
+
+static void recent_keep (lua_State *L, pm_Thread *t, unsigned ep) {
+  unsigned i = recent_slot(L);
+  if (recent.epoch != ep) {
+    memset(&recent, 0, sizeof(recent));
+    recent.epoch = ep;
+  }
+  recent.e[i].L = L;
+  recent.e[i].t = t;
+}
+
 static void invalidate (void) {
   atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
@@ -303,6 +335,7 @@ int pm_hook_nested_leave (pm_State *S) {
 ** stopwatch does not run. */
 static void thread_switch (pm_Thread *t) {
   pm_Thread *prev = t->S->current;
+  pm_sw_instant(&t->S->e, 1);
   pm_sw_self(&t->S->e, NULL);
   if (prev != NULL && prev->active && !is_resumer(prev->L))
     thread_stop(prev);
@@ -310,6 +343,7 @@ static void thread_switch (pm_Thread *t) {
     thread_run(t);
   t->S->current = t;
   pm_sw_self(&t->S->e, top_set(t));
+  pm_sw_instant(&t->S->e, 0);
 }
 
 /* }====================================================== */
@@ -391,28 +425,32 @@ static pm_Thread *record_of (pm_State *S, lua_State *L) {
 ** also catches a coroutine that inherited the hook but runs after
 ** monitoring ended. */
 static pm_Thread *thread_find (lua_State *L, int from, int fast) {
-  pm_State *S = pm_state_get(L);
-  pm_Thread *t;
-  if (S == NULL || S->e.monitors == 0) {
-    if (S != NULL)
-      sethook(S, L, NULL, 0, 0);
-    else
-      lua_sethook(L, NULL, 0, 0);
-    return NULL;
+  unsigned ep = atomic_load_explicit(&epoch, memory_order_relaxed);
+  pm_Thread *t = recent_find(L, ep);
+  pm_State *S;
+  if (t == NULL) { /* a record alive means monitors are open */
+    S = pm_state_get(L);
+    if (S == NULL || S->e.monitors == 0) {
+      if (S != NULL)
+        sethook(S, L, NULL, 0, 0);
+      else
+        lua_sethook(L, NULL, 0, 0);
+      return NULL;
+    }
+    if ((t = record_of(S, L)) == NULL && (t = thread_new(S, L)) == NULL)
+      return NULL;
+    ep = atomic_load_explicit(&epoch, memory_order_relaxed);
+    recent_keep(L, t, ep);
   }
-  if ((t = record_of(S, L)) == NULL)
-    t = thread_new(S, L);
-  if (t != NULL && !t->seeded) {
+  if (!t->seeded) {
     t->seeded = 1;
     seed(t, L, from, fast);
   }
-  if (t != NULL) {
-    last.L = L;
-    last.t = t;
-    last.epoch = atomic_load_explicit(&epoch, memory_order_relaxed);
-    if (t != S->current)
-      thread_switch(t);
-  }
+  last.L = L;
+  last.t = t;
+  last.epoch = ep;
+  if (t != t->S->current)
+    thread_switch(t);
   return t;
 }
 

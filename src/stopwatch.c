@@ -18,7 +18,19 @@ static const pm_Allocs none_alloc = {0, 0};
 
 static uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
   *cpu = PM_CPU_UNKNOWN;
+  if (PM_UNLIKELY(E->instant)) { /* pm_sw_instant: read once already */
+    *cpu = E->instant_cpu;
+    return E->instant_cycles;
+  }
   return HAS(E, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
+}
+
+void pm_sw_instant (pm_Engine *E, int on) {
+  E->instant = 0;
+  if (on && HAS(E, PM_PROBE_JANK)) {
+    E->instant_cycles = pm_cycles(&E->instant_cpu);
+    E->instant = 1;
+  }
 }
 
 /* Cycles spent blocked (off the CPU, in declared blocking calls) before
@@ -365,10 +377,12 @@ static void commit (pm_Engine *E, int kind);
 ** walks every group the period touched (split): a host that runs many
 ** groups between snapshots would pay for all of them at each window.  So
 ** there the window's end commits the period once the list is long, as a
-** snapshot would, and the list starts again from the groups running. */
+** snapshot would, and the list starts again from the groups running.  No
+** window ends at an instant (pm_sw_instant): the CPU clock would be read
+** later than the cycles; the first change after it ends it. */
 static uint64_t change (pm_Engine *E, uint32_t *cpu) {
   uint64_t now = read_cycles(E, cpu);
-  if (window_due(E, now)) {
+  if (window_due(E, now) && !E->instant) {
     if (PM_UNLIKELY(E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop])) {
       commit(E, COMMIT_EXACT);
       now = read_cycles(E, cpu);

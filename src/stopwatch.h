@@ -41,6 +41,11 @@ void pm_sw_leave (pm_Engine *E, const pm_Set *s, uint64_t owned, uint64_t iter,
                   const pm_Set *below);
 void pm_sw_self (pm_Engine *E, const pm_Set *s);
 
+/* The changes between on and off happen at one instant: the clock is read
+** once, at on.  A thread switch stops and starts a stopwatch per frame,
+** and a read of the cycle counter costs tens of ns in a virtual machine. */
+void pm_sw_instant (pm_Engine *E, int on);
+
 void pm_sw_start (pm_Engine *E); /* monitoring begins */
 void pm_sw_stop (pm_Engine *E); /* monitoring ends: commit what is pending */
 void pm_sw_snapshot (pm_Engine *E);

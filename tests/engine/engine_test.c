@@ -315,6 +315,31 @@ static void test_cpu_migration (void) {
   unmonitor(JANK);
 }
 
+/* Changes made at one instant (a thread switch): the clock is read once,
+** so that what the switch itself takes goes to what runs after it, not to
+** the stopwatches it stops. */
+static void test_instant (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK);
+  plugins(&a, &sa, &b, &sb);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(100, 100);
+  pm_sw_instant(&E, 1);
+  fake_advance(30, 30); /* the switch's own work */
+  ret();
+  call(sb);
+  pm_sw_instant(&E, 0);
+  fake_advance(50, 50);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 100);
+  NEAR(cpu(b), 80);
+  unmonitor(JANK);
+}
+
 /* The memory probe: what is allocated while A runs is A's, and its self
 ** allocation while it is innermost. */
 static void test_memory (void) {
@@ -456,6 +481,38 @@ static void test_lifetimes (void) {
   unmonitor(JANK);
 }
 
+/* Memory runs out interning the 65th set: for the larger array of sets;
+** then (the array made) for the set itself; then for the larger index.
+** Each time no set is made, every one made stays found, nothing counted
+** is lost (unmonitor), and a later try makes it. */
+static void test_sets_out_of_memory (void) {
+  static const int nth[] = {1, 2, 2}; /* which allocation from now fails */
+  static char tables[70];
+  const pm_Set *made[70];
+  int i, n = 0, ok = 1, k;
+  monitor(JANK);
+  while (E.nsets < 64) { /* the empty set is one */
+    made[n] = set_of(&tables[n], group("G"), NULL);
+    n++;
+  }
+  for (k = 0; k < 3; k++) {
+    pm_Env *e = pm_env_get(&E, &tables[n], 1);
+    pm_Group *g = group("new");
+    CHECK(pm_env_attach(&E, e, g) == PM_ATTACH_OK);
+    fail_next = nth[k];
+    CHECK(pm_set_for(&E, e, NULL, NULL, NULL) == NULL);
+    CHECK(fail_next == 0 && E.nsets == 64);
+    CHECK(E.setcap == (k == 0 ? 64 : 128));
+    for (i = 0; i < n; i++)
+      ok &= pm_set_for(&E, pm_env_get(&E, &tables[i], 0), NULL, NULL, NULL) ==
+            made[i];
+    CHECK(ok);
+    CHECK(pm_env_detach(&E, e, g));
+  }
+  CHECK(set_of(&tables[n], group("last"), NULL) != NULL && E.nsets == 65);
+  unmonitor(JANK);
+}
+
 /* An upvalue seen under one environment belongs to it; under two, to
 ** none.  The environment record lives while an upvalue names it. */
 static void test_upvalue_links (void) {
@@ -493,11 +550,13 @@ int main (void) {
       {"nested_loop", test_nested_loop},
       {"blocking", test_blocking},
       {"cpu_migration", test_cpu_migration},
+      {"instant", test_instant},
       {"memory", test_memory},
       {"jank_alert", test_jank_alert},
       {"invisible_and_unwatched", test_invisible_and_unwatched},
       {"lifetimes", test_lifetimes},
       {"upvalue_links", test_upvalue_links},
+      {"sets_out_of_memory", test_sets_out_of_memory},
   };
   return run_tests(tests, sizeof(tests) / sizeof(tests[0]));
 }
