@@ -997,8 +997,7 @@ describe("perfmon API", function()
     it("the markers say so, not that they were misused", function()
       -- a finalizer lua_close runs after perfmon's own (its object was made
       -- first), in a child Lua
-      local script = ([[
-        package.path, package.cpath = %q, %q
+      local out = truth.child([[
         local keep = setmetatable({}, { __gc = function()
           local core = package.loaded["perfmon.core"]
           for _, name in ipairs{ "event_begin", "event_end", "nested_enter", "blocking_begin" } do
@@ -1007,13 +1006,7 @@ describe("perfmon API", function()
           end
         end })
         require("perfmon")
-      ]]):format(package.path, package.cpath)
-      local path = os.tmpname()
-      local f = assert(io.open(path, "w"))
-      f:write(script)
-      f:close()
-      local out = assert(io.popen("lua5.4 " .. path .. " 2>&1")):read("a")
-      os.remove(path)
+      ]])
       local n = 0
       for name, ok, err in out:gmatch("(%S+) (%S+) ([^\n]*)\n") do
         assert.are.equal("false", ok, name)

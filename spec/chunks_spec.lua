@@ -187,8 +187,7 @@ describe("chunks", function()
 
     it("charges a plugin loaded before perfmon was required", function()
       -- a child Lua: the plugin loads and runs first, then perfmon comes
-      local script = ([[
-        package.path, package.cpath = %q, %q
+      local out = truth.child(([[
         local env = setmetatable({}, { __index = _G })
         local p = assert(load(%q, "@/opt/host/plugins/first/init.lua (a long path)", "t", env))()
         collectgarbage()
@@ -200,13 +199,7 @@ describe("chunks", function()
         for _ = 1, 3 do perfmon.event(p.run, 6) end
         local d = mon:snapshot():subtract(before)
         io.write(d.groups[g.id].cpu_us, " ", p.spent, " ", perfmon.info().chunks)
-      ]]):format(package.path, package.cpath, SOURCE)
-      local path = os.tmpname()
-      local f = assert(io.open(path, "w"))
-      f:write(script)
-      f:close()
-      local out = assert(io.popen("lua5.4 " .. path .. " 2>&1")):read("a")
-      os.remove(path)
+      ]]):format(SOURCE))
       local charged, spent, how = out:match("^(%d+) ([%d.e+]+) (%a+)$")
       assert(charged, out)
       charged, spent = tonumber(charged), tonumber(spent)

@@ -28,4 +28,19 @@ function truth.alone(pending)
   end
 end
 
+--- Runs script in a child lua5.4 with this Lua's package.path and cpath;
+-- returns what it wrote (stdout and stderr).  For what must happen before
+-- perfmon is required, or at lua_close.
+function truth.child(script)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(("package.path, package.cpath = %q, %q\n"):format(package.path, package.cpath), script)
+  f:close()
+  local p = assert(io.popen("lua5.4 " .. path .. " 2>&1"))
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  return out
+end
+
 return truth
