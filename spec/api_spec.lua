@@ -1051,6 +1051,7 @@ describe("perfmon API", function()
       { "monitor{\"nope\"}", function() perfmon.monitor{ "nope" } end, { "bad argument #1 to 'monitor'", "nope" } },
       { "monitor{1}", function() perfmon.monitor{ 1 } end, { "bad argument #1 to 'monitor'", "probe" } },
       { "monitor{\"ticks\", \"nope\"}", function() perfmon.monitor{ "ticks", "nope" } end, { "bad argument #1 to 'monitor'", "nope" } },
+      { "monitor{\"jank\\0x\"}", function() perfmon.monitor{ "jank\0x" } end, { "bad argument #1 to 'monitor'", "unknown probe" } },
       { "snap:subtract(nil)", function() snap:subtract(nil) end, { "bad argument #1 to 'subtract'", "snapshot expected" } },
       { "snap:subtract({})", function() snap:subtract({}) end, { "bad argument #1 to 'subtract'", "snapshot expected" } },
       { "json(nil)", function() perfmon.json(nil) end, { "bad argument #1 to 'json'", "snapshot expected" } },

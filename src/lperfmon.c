@@ -260,10 +260,13 @@ static int l_open (lua_State *L) {
                                      luaL_typename(L, 1)));
   for (i = 1; lua_geti(L, 1, i) != LUA_TNIL; i++) {
     int k = 0;
-    if (lua_type(L, -1) == LUA_TSTRING)
-      while (probe_names[k] != NULL &&
-             strcmp(lua_tostring(L, -1), probe_names[k]) != 0)
+    size_t len;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *s = lua_tolstring(L, -1, &len);
+      while (probe_names[k] != NULL && (strlen(probe_names[k]) != len ||
+                                        memcmp(s, probe_names[k], len) != 0))
         k++;
+    }
     if (lua_type(L, -1) != LUA_TSTRING || probe_names[k] == NULL) {
       const char *name = luaL_tolstring(L, -1, NULL);
       monitor_argerror(L, lua_pushfstring(L,
