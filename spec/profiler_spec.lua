@@ -381,6 +381,8 @@ describe("perfmon.profiler", function()
         "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got 'fast')")
       raises(function() p:start(1000, 0, { timer = true }) end,
         "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got boolean)")
+      raises(function() p:start(1000, 0, { timer = "tick\0" }) end,
+        "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got 'tick')")
       raises(function() p:start(1000, 0.5) end,
         "bad argument #2 to 'start' (integer number of samples expected, got 0.5)")
       raises(function() p.start() end,

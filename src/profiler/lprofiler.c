@@ -97,9 +97,11 @@ static int check_timer (lua_State *L, int arg) {
   if (lua_isnil(L, -1))
     timer = PM_TIMER_PRECISE;
   else {
-    name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    size_t len = 0;
+    name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : "";
     for (timer = 0; timer_names[timer] != NULL; timer++)
-      if (strcmp(name, timer_names[timer]) == 0)
+      if (strlen(timer_names[timer]) == len &&
+          memcmp(name, timer_names[timer], len) == 0)
         break;
     if (timer_names[timer] == NULL)
       start_argerror(
