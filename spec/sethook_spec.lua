@@ -261,6 +261,19 @@ describe("debug.sethook while perfmon monitors", function()
     assert.equals(debugger, debug.gethook(cot))
   end)
 
+  it("gives every coroutine alive its hook when monitoring begins, where the heap can be read", function()
+    alone(pending)
+    local core = require("perfmon.core")
+    local co = coroutine.create(function() coroutine.yield() end)
+    assert(coroutine.resume(co)) -- suspended, made before the monitor
+    assert.is_false(core.owns_hook(co))
+    local m <close> = perfmon.monitor{ "ticks" }
+    -- where it cannot, the hook comes with the next resume
+    assert.equals(perfmon.info().chunks_found == "heap", core.owns_hook(co))
+    assert(coroutine.resume(co))
+    assert.is_true(core.owns_hook(co))
+  end)
+
   it("starts clean when monitoring restarts", function()
     alone(pending)
     local m = perfmon.monitor{ "ticks" }

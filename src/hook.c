@@ -549,13 +549,27 @@ static void hook_coroutine (pm_State *S, lua_State *L, lua_Debug *ar,
     pm_hook_give(S, co);
 }
 
+/* A thread goes unmeasured: from now on every resume looks whether its
+** coroutine has the hook (resolve.c tags resume and wrap again). */
+static void hook_lost (pm_State *S) {
+  S->hook_lost = 1;
+  if (S->threads_hooked) {
+    S->threads_hooked = 0;
+    pm_functions_forget(&S->e);
+  }
+}
+
 void pm_hook_give (pm_State *S, lua_State *co) {
   if (is_monitors(S, lua_gethook(co)))
     return;
   if (!is_foreign(S, co))
     install(S, co, record_of(S, co));
   else if (!adopt(S, co))
-    S->hook_lost = 1; /* no memory to keep a debugger's: co goes unmeasured */
+    hook_lost(S); /* no memory to keep a debugger's: co goes unmeasured */
+}
+
+static void give_thread (lua_State *co, void *S) {
+  pm_hook_give(S, co);
 }
 
 static PM_INLINE const void *caller_of (lua_State *L, lua_Debug *ar, int fast) {
@@ -740,6 +754,14 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
     pm_sw_start(&S->e);
     install(S, S->main, record_of(S, S->main));
     install(S, L, record_of(S, L));
+    /* Every coroutine alive gets the hook now, and those made later
+    ** inherit it (lua_newthread): resume and wrap need not look whether
+    ** theirs has it, as they must where the heap cannot be read. */
+    if (S->proto_heap) {
+      pm_proto_threads(L, give_thread, S);
+      S->threads_hooked = !S->hook_lost;
+      pm_functions_forget(&S->e);
+    }
   }
   return NULL;
 }
@@ -770,6 +792,7 @@ static int drop_thread (uintptr_t v, void *arg) {
 }
 
 static void uninstall (lua_State *L, pm_State *S) {
+  S->threads_hooked = 0;
   pm_map_filter(&S->e.known, drop_thread, NULL);
   unhook(S, S->main, NULL);
   if (L != NULL)
@@ -794,7 +817,7 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
 ** frames are dropped, so that their groups stop being charged, and the
 ** loss is reported (snapshot.hook_lost) until monitoring restarts. */
 static void lose (pm_State *S, pm_Thread *t) {
-  S->hook_lost = 1;
+  hook_lost(S);
   if (t != NULL) {
     if (t == S->current)
       pm_sw_self(&S->e, S->e.empty);

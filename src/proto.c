@@ -85,6 +85,7 @@ typedef struct Global { /* global_State, up to allgc */
 
 #define PM_VLCL 6 /* makevariant(LUA_TFUNCTION, 0) */
 #define PM_VPROTO 10 /* makevariant(LUA_TPROTO, 0) */
+#define PM_VTHREAD 8 /* makevariant(LUA_TTHREAD, 0) */
 #define PM_CTABLE 0x45 /* ctb(LUA_VTABLE): a table in a TValue */
 #define PM_GCSATOMIC 2 /* gcstates up to it: no object freed since */
 #define PM_GCSCALLFIN 7 /* and from it on: the sweep is over */
@@ -141,14 +142,19 @@ const void *pm_proto_upvalue (const void *f, int i) {
   return i < cl->nupvalues ? cl->upvals[i] : NULL;
 }
 
+/* The list of all objects, with no dead one left in it. */
+static GCObject *all_objects (lua_State *L) {
+  Global *g = ((State *)L)->l_G;
+  if (g->gcstate > PM_GCSATOMIC && g->gcstate < PM_GCSCALLFIN)
+    lua_gc(L, LUA_GCCOLLECT); /* the sweep would leave freed objects seen */
+  return g->allgc;
+}
+
 int pm_proto_heap (lua_State *L,
                    int (*fn)(const void *obj, int proto, void *arg),
                    void *arg) {
-  Global *g = ((State *)L)->l_G;
   GCObject *o;
-  if (g->gcstate > PM_GCSATOMIC && g->gcstate < PM_GCSCALLFIN)
-    lua_gc(L, LUA_GCCOLLECT); /* the sweep would leave freed objects seen */
-  for (o = g->allgc; o != NULL; o = o->next) {
+  for (o = all_objects(L); o != NULL; o = o->next) {
     /* garbage that a memory error left half made has no prototype, or
        one with no source yet: neither is any chunk's */
     const Proto *p = o->tt == PM_VLCL     ? ((const LClosure *)o)->p
@@ -158,6 +164,14 @@ int pm_proto_heap (lua_State *L,
       return 0;
   }
   return 1;
+}
+
+void pm_proto_threads (lua_State *L, void (*fn)(lua_State *co, void *arg),
+                       void *arg) {
+  GCObject *o;
+  for (o = all_objects(L); o != NULL; o = o->next)
+    if (o->tt == PM_VTHREAD)
+      fn((lua_State *)o, arg);
 }
 
 /*
@@ -243,6 +257,9 @@ static int run_heap_check (lua_State *L) {
   check.ok = check.ok && pm_proto_upvalue(cl, 0) == lua_upvalueid(L, -2, 1) &&
              pm_proto_upvalue(cl, 1) == lua_upvalueid(L, -2, 2) &&
              pm_proto_upvalue(cl, 2) == NULL;
+  lua_newthread(L); /* a thread, at the head of allgc */
+  check.ok = check.ok && (const void *)g->allgc == lua_topointer(L, -1) &&
+             ((const GCObject *)g->allgc)->tt == PM_VTHREAD;
   return 0;
 }
 

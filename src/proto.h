@@ -45,15 +45,22 @@ const void *pm_proto_upvalue (const void *f, int i);
 int pm_proto_heap (lua_State *L,
                    int (*fn)(const void *obj, int proto, void *arg), void *arg);
 
+/* Calls fn(co, arg) for every thread alive in L's universe but the main
+** one, by the same list; fn must not allocate through Lua.  Only when
+** pm_proto_heap_verify said yes. */
+void pm_proto_threads (lua_State *L, void (*fn)(lua_State *co, void *arg),
+                       void *arg);
+
 /* Loads and runs a chunk with nested functions; returns whether the
 ** prototypes read through the private layout agree with lua_getinfo
 ** (parameters, lines, source) and with each other (a closure's prototype is
 ** the one in its parent's list).  Raises only a memory error. */
 int pm_proto_verify (lua_State *L);
 
-/* Checks global_State's allocator, registry and list of all objects, and a
-** Lua function's upvalues (their values and identities), against the
-** public API; after pm_proto_verify. */
+/* Checks global_State's allocator, registry and list of all objects (a
+** function's and a thread's place in it), and a Lua function's upvalues
+** (their values and identities), against the public API; after
+** pm_proto_verify. */
 int pm_proto_heap_verify (lua_State *L);
 
 #endif

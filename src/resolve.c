@@ -91,10 +91,12 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
 static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
   uintptr_t v = PM_FN_C;
   if (lua_iscfunction(L, -1)) {
+    /* where every coroutine has the hook, resume and wrap are C functions
+       like any other */
     lua_CFunction f = lua_tocfunction(L, -1);
-    if (f == S->resume_f)
+    if (f == S->resume_f && !S->threads_hooked)
       v = PM_FN_RESUME;
-    else if (f == S->wrap_f)
+    else if (f == S->wrap_f && !S->threads_hooked)
       v = PM_FN_WRAP;
   } else {
     pm_Set *s = resolve_lua(S, L);

@@ -44,6 +44,7 @@ struct pm_State {
   lua_Hook debug_hook; /* the debug library's, which debug.sethook sets */
   pm_Thread *current; /* the thread of the last hook event */
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
+  int threads_hooked; /* every coroutine has the monitor's hook */
   lua_CFunction resume_f, wrap_f;
 };
 
