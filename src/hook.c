@@ -676,8 +676,9 @@ static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
 /* The common cases, read from the frames (the fast path only), in the
 ** cached thread: the return of the top frame pops it, a call goes to
 ** call_fast.  Everything else (a sample, a change of thread, a tail call,
-** frames an error unwound, a function not seen before, coroutine
-** functions, a full shadow stack) goes to on_event_slow. */
+** frames an error unwound, a function not seen before, resume and wrap
+** where a coroutine may lack the hook, a full shadow stack) goes to
+** on_event_slow. */
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   if (fast && cached(L) && t->n > 0) {
