@@ -2,11 +2,27 @@
 -- the about:performance tables hosts show.  durations[k] counts the events
 -- of at least 2^(k-1) ms (k = 1..10): each count includes those above it.
 
+local arg_error = require("perfmon.args").error
+
 local buckets = {}
+
+-- A histogram (a group's durations or self_durations) at argument 1.
+local function check_durations(durations, fname)
+  if type(durations) ~= "table" then
+    arg_error(1, fname, "durations histogram expected, got " .. type(durations), 2)
+  end
+  for k = 1, #durations do -- counts: integers, or floats read from JSON
+    if type(durations[k]) ~= "number" then
+      arg_error(1, fname, ("durations histogram expected, its [%d] is %s")
+        :format(k, type(durations[k])), 2)
+    end
+  end
+end
 
 --- The largest k with a count: the bucket of the longest event; 0 when
 -- there is none (no event of 1 ms or more).
 function buckets.longest(durations)
+  check_durations(durations, "longest")
   for k = #durations, 1, -1 do
     if durations[k] > 0 then return k end
   end
@@ -15,12 +31,17 @@ end
 
 --- Bucket k as "lo-hi ms", or "<1 ms" for 0.
 function buckets.name(k)
+  if math.type(k) ~= "integer" or k < 0 or k > 62 then
+    arg_error(1, "name", "bucket number (integer 0..62) expected, got "
+      .. (math.type(k) and tostring(k) or type(k)))
+  end
   return k == 0 and "<1 ms" or ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
 end
 
 --- Each bucket [2^(k-1), 2^k) ms on its own, as "lo-hi:n" pairs, so that
 -- the counts add up to the events; "-" when there is none.
 function buckets.histogram(durations)
+  check_durations(durations, "histogram")
   local parts = {}
   for k = 1, #durations do
     local n = durations[k] - (durations[k + 1] or 0)
