@@ -757,7 +757,9 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
     install(S, L, record_of(S, L));
     /* Every coroutine alive gets the hook now, and those made later
     ** inherit it (lua_newthread): resume and wrap need not look whether
-    ** theirs has it, as they must where the heap cannot be read. */
+    ** theirs has it, as they must where the heap cannot be read.  That
+    ** and discovery change what functions resolve to: what a profiler
+    ** resolved without a monitor goes, once for both. */
     if (S->proto_heap) {
       pm_proto_threads(L, give_thread, S);
       S->threads_hooked = !S->hook_lost;

@@ -182,8 +182,6 @@ void pm_resolve_discover (lua_State *L, pm_State *S) {
     return;
   d.mains = 0;
   pm_proto_heap(L, discover_env, &d);
-  /* what a profiler resolved without a monitor may be told better now */
-  pm_functions_forget(&S->e);
 }
 
 const pm_Set *pm_resolve_set (lua_State *L, pm_State *S) {

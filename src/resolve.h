@@ -28,7 +28,9 @@ const pm_Set *pm_resolve_set (lua_State *L, pm_State *S);
 ** (perfmon.load); returns 0 when memory ran out. */
 int pm_resolve_chunk (lua_State *L, pm_State *S, int fidx);
 /* Finds the chunks and environments of the functions that ran before the
-** first monitor opened, in the heap (proto.h), where that is checked. */
+** first monitor opened, in the heap (proto.h), where that is checked.
+** What a profiler resolved without a monitor may be told better then: the
+** caller forgets it (pm_functions_forget). */
 void pm_resolve_discover (lua_State *L, pm_State *S);
 
 #endif
