@@ -45,6 +45,8 @@ build = {
         "src/mem.c",
         "src/proto.c",
         "src/resolve.c",
+        "src/sampled.c",
+        "src/sampler.c",
         "src/state.c",
         "src/stopwatch.c",
         "src/trap.c",
@@ -54,7 +56,6 @@ build = {
         "src/profiler/profiler.c",
         "src/profiler/records.c",
         "src/profiler/sample.c",
-        "src/profiler/sampler.c",
       },
       incdirs = { "src", "src/profiler" },
       -- CMakeLists.txt builds with -std=c11 and the same define; the builtin

@@ -267,12 +267,16 @@ describe("watcher alerts", function()
       "bad argument #1 to 'configure' (table expected, got number)")
     assert.has_error(function() watcher.configure { jank_treshold_us = 1 } end,
       "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\" (settings: "
-      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, on_error))")
+      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, mode, on_error))")
     assert.has_error(function() watcher.configure { jank_threshold_us = -1 } end,
       "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got -1)")
     assert.has_error(function() watcher.configure { buffering_delay_ms = 0 / 0 } end)
     assert.has_error(function() watcher.configure { on_error = true } end,
       "bad argument #1 to 'configure' ('on_error' must be a function, got boolean)")
+    assert.has_error(function() watcher.configure { mode = "sample" } end,
+      "bad argument #1 to 'configure' ('mode' must be \"exact\" or \"sampled\", got \"sample\")")
+    assert.has_error(function() watcher.configure { mode = 1 } end,
+      "bad argument #1 to 'configure' ('mode' must be \"exact\" or \"sampled\", got number)")
     assert.has_error(function() watcher.add_ticker(fn, 0) end,
       "bad argument #2 to 'add_ticker' (positive number of ms below 1e+12 expected, got 0)")
     assert.has_error(function() watcher.add_ticker(fn, 0 / 0) end) -- it would never tick

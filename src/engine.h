@@ -126,6 +126,12 @@ struct pm_Engine {
   double blocking_since, blocking_total; /* wall µs */
   uint64_t blocking_since_cycles, blocked_cycles; /* off the CPU */
   pm_Stats process;
+  int sampled; /* sampled monitors are open: samples charge groups */
+  uint64_t samples; /* samples that charged groups */
+  pm_CpuTime sample_time; /* the thread's CPU time at the last sample */
+  pm_CpuTime sample_dt; /* what the sample being taken charges */
+  double sample_event_us; /* the part of it in this period (its event) */
+  uint64_t sample_cycles; /* the counter at the last sample */
   int own; /* perfmon's own work runs (pm_sw_own) */
   uint64_t own_cycles; /* when it began */
   pm_CpuTime own_time;

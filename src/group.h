@@ -89,6 +89,11 @@ typedef struct pm_Group {
   uint64_t in_window; /* the window it is listed in */
   struct pm_Group *next_windowed;
   pm_Stats total;
+  /* sampled mode (pm_sw_sample): the last sample that charged it, and the
+  ** last that found it innermost; how many charged it in this period, and
+  ** its time in the period's event, inclusive and self */
+  uint64_t sample_stamp, sample_self, recent_samples;
+  double sample_event_us, sample_self_us;
   /* alerts (alert.c): the highest times since its last alert */
   double alert_jank, alert_self, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */

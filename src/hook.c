@@ -11,6 +11,8 @@
 #include "perfmon.h"
 #include "proto.h"
 #include "resolve.h"
+#include "sampled.h"
+#include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
 #include "watch.h"
@@ -116,30 +118,38 @@ static void thread_free (pm_Thread *t) {
 ** =======================================================
 */
 
+static int sampling (const pm_State *S) {
+  return S->samplers[PM_SAMPLER_PROFILER] != NULL ||
+         S->samplers[PM_SAMPLER_MONITOR] != NULL;
+}
+
 /* The hook a thread gets for one count event when it has no monitor's
-** hook: the answer to a sample request. */
+** hook: the answer to a sample request, given to every sampler running
+** (each takes a sample if it asked for one). */
 static void count_hook (lua_State *L, lua_Debug *ar) {
   pm_State *S = pm_state_get(L);
+  int i;
   if (S == NULL) {
     lua_sethook(L, NULL, 0, 0);
     return;
   }
   if (ar->event != LUA_HOOKCOUNT) { /* a monitor installed meanwhile */
-    if (S->e.monitors > 0 && S->hook != NULL)
+    if (S->exact > 0 && S->hook != NULL)
       S->hook(L, ar);
     return;
   }
-  if (S->profiler != NULL)
-    S->answer(S->profiler, L);
-  else
+  if (!sampling(S))
     pm_hook_unrequest(S, L);
+  for (i = 0; i < PM_SAMPLERS; i++)
+    if (S->samplers[i] != NULL)
+      pm_sampler_answer(S->samplers[i], L);
 }
 
 /* Sets h for mask and count on L, keeping a count request that waits for
 ** its answer. */
 static void sethook (pm_State *S, lua_State *L, lua_Hook h, int mask,
                      int count) {
-  if (S->profiler != NULL && (lua_gethookmask(L) & LUA_MASKCOUNT))
+  if (sampling(S) && (lua_gethookmask(L) & LUA_MASKCOUNT))
     lua_sethook(L, h != NULL ? h : count_hook, mask | LUA_MASKCOUNT, 1);
   else
     lua_sethook(L, h, mask, count);
@@ -304,7 +314,7 @@ static void thread_run (pm_Thread *t) {
 
 int pm_hook_blocking_begin (pm_State *S) {
   int rc = pm_sw_blocking_begin(&S->e);
-  if (rc == PERFMON_OK && S->e.monitors > 0 && S->current != NULL)
+  if (rc == PERFMON_OK && S->exact > 0 && S->current != NULL)
     S->current->blocking++;
   return rc;
 }
@@ -318,7 +328,7 @@ int pm_hook_blocking_end (pm_State *S) {
 
 int pm_hook_nested_enter (pm_State *S) {
   int rc = pm_sw_nested_enter(&S->e);
-  if (rc == PERFMON_OK && S->e.monitors > 0 && S->current != NULL)
+  if (rc == PERFMON_OK && S->exact > 0 && S->current != NULL)
     S->current->loops++;
   return rc;
 }
@@ -430,7 +440,7 @@ static pm_Thread *thread_find (lua_State *L, int from, int fast) {
   pm_State *S;
   if (t == NULL) { /* a record alive means monitors are open */
     S = pm_state_get(L);
-    if (S == NULL || S->e.monitors == 0) {
+    if (S == NULL || S->exact == 0) {
       if (S != NULL)
         sethook(S, L, NULL, 0, 0);
       else
@@ -722,6 +732,7 @@ void pm_hook_choose (lua_State *L, pm_State *S) {
   S->chain_hook =
       S->hook == hook_fast ? hook_fast_chained : hook_public_chained;
   S->trap_direct = !forced && pm_trap_verify(L);
+  S->running_direct = S->trap_direct && pm_trap_chain_verify(L, S->co_f);
   S->proto_direct = !forced && pm_proto_verify(L);
   S->proto_heap = S->proto_direct && pm_proto_heap_verify(L);
 }
@@ -738,12 +749,23 @@ const char *pm_hook_path (pm_State *S) {
 ** =======================================================
 */
 
-const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
-  if (S->e.monitors == 0) {
+/* The first monitor of either mode finds the chunks and environments of
+** the functions that ran before (resolve.c); the first exact one gives
+** every coroutine the hook.  Both change what functions resolve to: what
+** was resolved before (by a profiler, or without the hook) goes, once. */
+const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
+                             int sampled) {
+  const char *err;
+  int forget = S->e.monitors == 0;
+  if (forget) {
     if (S->e.empty == NULL &&
         (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
       return "not enough memory";
     pm_resolve_discover(L, S);
+  }
+  if (sampled && (err = pm_sampled_open(S)) != NULL)
+    return err;
+  if (!sampled && S->exact == 0) {
     /* a debugger's or coverage tool's hook stays, called from perfmon's */
     if ((is_foreign(S, L) && !adopt(S, L)) ||
         (is_foreign(S, S->main) && !adopt(S, S->main)))
@@ -751,21 +773,23 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes) {
     S->hook_lost = 0;
   }
   pm_sw_probes(&S->e, probes, 1);
-  if (S->e.monitors++ == 0) {
+  if (S->e.monitors++ == 0)
     pm_sw_start(&S->e);
+  if (!sampled && S->exact++ == 0) {
     install(S, S->main, record_of(S, S->main));
     install(S, L, record_of(S, L));
     /* Every coroutine alive gets the hook now, and those made later
     ** inherit it (lua_newthread): resume and wrap need not look whether
-    ** theirs has it, as they must where the heap cannot be read.  That
-    ** and discovery change what functions resolve to: what a profiler
-    ** resolved without a monitor goes, once for both. */
+    ** theirs has it, as they must where the heap cannot be read.  They
+    ** resolve to plain C functions from now on. */
     if (S->proto_heap) {
       pm_proto_threads(L, give_thread, S);
       S->threads_hooked = !S->hook_lost;
-      pm_functions_forget(&S->e);
+      forget = 1;
     }
   }
+  if (forget)
+    pm_functions_forget(&S->e);
   return NULL;
 }
 
@@ -805,9 +829,15 @@ static void uninstall (lua_State *L, pm_State *S) {
   invalidate();
 }
 
-void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes) {
+/* The last exact monitor takes the hook away, and the last monitor of
+** either mode every cached function and set. */
+void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
+                       int sampled) {
+  int hook_off = !sampled && --S->exact == 0;
   pm_sw_probes(&S->e, probes, -1);
-  if (--S->e.monitors == 0) {
+  if (sampled)
+    pm_sampled_close(S);
+  if (--S->e.monitors == 0 || hook_off) {
     pm_sw_stop(&S->e);
     uninstall(L, S);
   }
@@ -844,7 +874,7 @@ static int check_thread (uintptr_t v, void *arg) {
 }
 
 int pm_hook_lost (lua_State *L, pm_State *S) {
-  if (S->e.monitors > 0) {
+  if (S->exact > 0) {
     check_hook(S, S->main, 1);
     check_hook(S, L, 0);
     pm_map_filter(&S->e.known, check_thread, NULL);
@@ -854,7 +884,7 @@ int pm_hook_lost (lua_State *L, pm_State *S) {
 
 void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
-  if (S->e.monitors == 0)
+  if (S->exact == 0)
     return;
   check_hook(S, S->main, 1);
   check_hook(S, L, 0);
@@ -897,9 +927,11 @@ void pm_thread_forget (pm_State *S, pm_Thread *t) {
 }
 
 void pm_hook_close (pm_State *S) {
+  pm_sampled_free(S);
   if (S->e.monitors > 0)
     uninstall(NULL, S);
   S->e.monitors = 0;
+  S->exact = 0;
 }
 
 /* }====================================================== */

@@ -44,8 +44,9 @@ struct pm_Thread {
 
 /* A monitor opens or closes: the hook is installed with the first and
 ** removed with the last.  Opening returns an error message or NULL. */
-const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes);
-void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes);
+const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
+                             int sampled);
+void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes, int sampled);
 
 /* Stops stopwatches of frames that are gone: frames unwound by an error
 ** caught in C, a coroutine that yielded.  Called at event boundaries. */

@@ -248,12 +248,36 @@ static const char *probe_list (lua_State *L) {
   return lua_tostring(L, -1);
 }
 
-/* core.open(probes) -> mask: takes the probes the list names, for a
-** monitor */
+/* The `mode` field of the probes table: 0 exact (the default), 1 sampled. */
+static int check_mode (lua_State *L) {
+  static const char *const modes[] = {"exact", "sampled", NULL};
+  int k = 0;
+  size_t len;
+  const char *s;
+  if (lua_getfield(L, 1, "mode") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+  while (s != NULL && modes[k] != NULL &&
+         (strlen(modes[k]) != len || memcmp(s, modes[k], len) != 0))
+    k++;
+  if (s == NULL || modes[k] == NULL)
+    monitor_argerror(
+        L, lua_pushfstring(L, "mode \"exact\" or \"sampled\" expected, got %s",
+                           s != NULL ? lua_pushfstring(L, "\"%s\"", s)
+                                     : luaL_typename(L, -1)));
+  lua_pop(L, 1);
+  return k;
+}
+
+/* core.open(probes) -> mask, sampled: takes the probes the list names, for
+** a monitor of probes.mode */
 static int l_open (lua_State *L) {
   const char *err;
   lua_Integer i;
   unsigned mask = 0;
+  int sampled;
   if (!lua_istable(L, 1))
     monitor_argerror(L,
                      lua_pushfstring(L, "table of probe names expected, got %s",
@@ -280,18 +304,21 @@ static int l_open (lua_State *L) {
   if (mask == 0)
     monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
                                         probe_list(L)));
-  if ((err = pm_monitor_open(L, state(L), mask)) != NULL)
+  sampled = check_mode(L);
+  if ((err = pm_monitor_open(L, state(L), mask, sampled)) != NULL)
     return luaL_error(L, "perfmon: %s", err);
   lua_pushinteger(L, mask);
-  return 1;
+  lua_pushboolean(L, sampled);
+  return 2;
 }
 
-/* core.close(mask), with the mask core.open returned */
+/* core.close(mask, sampled), with what core.open returned */
 static int l_close (lua_State *L) {
   pm_State *S = pm_state_get(L);
   unsigned mask = check_probes(L, 1);
-  if (S != NULL && S->e.monitors > 0)
-    pm_monitor_close(L, S, mask);
+  int sampled = lua_toboolean(L, 2);
+  if (S != NULL && (sampled ? S->nsampled : S->exact) > 0)
+    pm_monitor_close(L, S, mask, sampled);
   return 0;
 }
 
@@ -498,6 +525,14 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "chunks_found");
   lua_pushinteger(L, S->e.monitors);
   lua_setfield(L, -2, "monitors");
+  lua_pushinteger(L, S->exact);
+  lua_setfield(L, -2, "exact_monitors");
+  lua_pushinteger(L, S->nsampled);
+  lua_setfield(L, -2, "sampled_monitors");
+  lua_pushinteger(L, (lua_Integer)S->e.samples);
+  lua_setfield(L, -2, "samples");
+  lua_pushstring(L, S->running_direct ? "resumes" : "tracked");
+  lua_setfield(L, -2, "running");
   lua_pushboolean(L, pm_hook_lost(L, S));
   lua_setfield(L, -2, "hook_lost");
   lua_pushinteger(L, S->e.ngroups - S->e.ndead);
@@ -752,7 +787,7 @@ static int hooks_set (lua_State *L) {
   pm_State *S = state(L);
   int arg, mask = 0, count = 0;
   lua_State *co = hook_thread(L, &arg);
-  if (S->e.monitors == 0)
+  if (S->exact == 0)
     return call_raw(L, 1);
   if (S->debug_hook == NULL)
     return luaL_error(L, "debug.sethook: perfmon is monitoring this Lua "
@@ -785,7 +820,7 @@ static int hooks_get (lua_State *L) {
   lua_State *co = hook_thread(L, &arg);
   char smask[4];
   lua_Hook h;
-  if (S->e.monitors == 0 || !pm_hook_owns(S, co))
+  if (S->exact == 0 || !pm_hook_owns(S, co))
     return call_raw(L, 2);
   if ((h = pm_hook_chained(S, co, &mask, &count)) == NULL) {
     luaL_pushfail(L);

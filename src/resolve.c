@@ -94,9 +94,9 @@ static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
     /* where every coroutine has the hook, resume and wrap are C functions
        like any other */
     lua_CFunction f = lua_tocfunction(L, -1);
-    if (f == S->resume_f && !S->threads_hooked)
+    if (f == S->co_f[0] && !S->threads_hooked)
       v = PM_FN_RESUME;
-    else if (f == S->wrap_f && !S->threads_hooked)
+    else if (f == S->co_f[1] && !S->threads_hooked)
       v = PM_FN_WRAP;
   } else {
     pm_Set *s = resolve_lua(S, L);

@@ -123,11 +123,11 @@ static void find_coroutine_functions (lua_State *L, pm_State *S) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   if (lua_getfield(L, -1, LUA_COLIBNAME) == LUA_TTABLE) {
     lua_getfield(L, -1, "resume");
-    S->resume_f = lua_tocfunction(L, -1);
+    S->co_f[0] = lua_tocfunction(L, -1);
     lua_getfield(L, -2, "wrap");
     lua_pushcfunction(L, lua_error); /* any function will do */
     if (lua_pcall(L, 1, 1, 0) == LUA_OK)
-      S->wrap_f = lua_tocfunction(L, -1);
+      S->co_f[1] = lua_tocfunction(L, -1);
     lua_pop(L, 2);
   }
   lua_pop(L, 2);

@@ -17,6 +17,11 @@
 typedef struct pm_State pm_State;
 typedef struct pm_Thread pm_Thread;
 typedef struct pm_Profiler pm_Profiler; /* profiler/profiler.h */
+typedef struct pm_Sampler pm_Sampler; /* sampler.h */
+
+/* What samples a state (S->samplers): the hook answers a count request
+** to each running one. */
+enum { PM_SAMPLER_PROFILER, PM_SAMPLER_MONITOR, PM_SAMPLERS };
 
 struct pm_State {
   pm_Engine e; /* first: the engine's callbacks find the state from it */
@@ -29,12 +34,23 @@ struct pm_State {
   /* fleet.c: this state's entry on the process's board, or 0 */
   uint64_t fleet_id;
 
+  /* sampler.c: the samplers running, or NULL */
+  pm_Sampler *samplers[PM_SAMPLERS];
+  /* what resumes a coroutine (trap.h's f): coroutine.resume, what a
+  ** function of coroutine.wrap runs, and the profiler's (coroutines.c) */
+  lua_CFunction co_f[3];
+  int running_direct; /* the running coroutine is read from them */
+
   /* profiler/ */
   pm_Profiler *profiler; /* the sampling profiler running, or NULL */
-  /* what answers its count requests (hook.c calls it) */
-  void (*answer)(pm_Profiler *P, lua_State *L);
+
+  /* sampled.c: the sampled monitors' sampler (samplers[PM_SAMPLER_MONITOR]
+  ** while one is open) and how many are open */
+  pm_Sampler *sampled;
+  int nsampled;
 
   /* hook.c */
+  int exact; /* exact monitors open: the call/return hook is installed */
   lua_Hook hook; /* the fast or the public one */
   lua_Hook chain_hook; /* the same, calling a program's hook chained */
   int frame_direct; /* frames are read through CallInfo (frame.h) */
@@ -45,7 +61,6 @@ struct pm_State {
   pm_Thread *current; /* the thread of the last hook event */
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
   int threads_hooked; /* every coroutine has the monitor's hook */
-  lua_CFunction resume_f, wrap_f;
 };
 
 /* state.c */

@@ -371,6 +371,8 @@ static void release (pm_Engine *E, const pm_Set *s, uint32_t owned,
 
 enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT }; /* commit's kinds */
 static void commit (pm_Engine *E, int kind);
+static void sample_mark (pm_Engine *E);
+static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle);
 
 /* Reads the clock for a group change, ending the window when it is due.
 ** Outside events a period ends only at a snapshot, and a window's end
@@ -483,6 +485,10 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
   self_cap(&g->self, &g->all);
   cpu_us = period_us(&g->all, per_cycle);
   self_us = period_us(&g->self, per_cycle);
+  if (g->recent_samples > 0) { /* sampled: bracketed by the event */
+    cpu_us = g->sample_event_us;
+    self_us = g->sample_self_us;
+  }
   credit(&g->total.cpu, &g->all.period_time, 1);
   credit(&g->total.self, &g->self.period_time, 1);
   g->all.period_time = g->self.period_time = none;
@@ -493,14 +499,16 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
     allocs_add(&g->total.self_alloc, &g->recent_self_alloc, &none_alloc);
     if (is_event) {
       /* an event it ran in: a group only restarted at the boundary, or
-      ** not measured (no jank probe), has no cycles in it */
-      if (g->recent_cycles > 0)
+      ** not measured (no jank probe), has no cycles or samples in it */
+      if (g->recent_cycles > 0 || g->recent_samples > 0)
         histogram(&g->total, cpu_us, self_us);
       if (E->watching)
         pm_alert_check(E, g, cpu_us, self_us, g->recent_blocking);
     }
   }
   g->recent_cycles = 0;
+  g->recent_samples = 0;
+  g->sample_event_us = g->sample_self_us = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
   g->recent_alloc = g->recent_self_alloc = none_alloc;
@@ -539,6 +547,8 @@ static void commit (pm_Engine *E, int kind) {
   }
   if (is_event && HAS(E, PM_PROBE_TICKS))
     E->process.ticks++; /* the process is entered once per event */
+  if (is_event)
+    sample_tail(E, now, per_cycle);
   /* all it allocates is its own, listeners and perfmon's tables included */
   allocs_add(&E->process.alloc, &E->allocs, &E->period_alloc);
   allocs_add(&E->process.self_alloc, &E->allocs, &E->period_alloc);
@@ -598,6 +608,8 @@ void pm_sw_stop (pm_Engine *E) {
 void pm_sw_quiet (pm_Engine *E, int on) {
   if (E->monitors > 0)
     commit(E, COMMIT_EXACT);
+  if (E->sampled)
+    sample_mark(E); /* what ran inside goes to no group */
   E->quiet = on;
 }
 
@@ -631,6 +643,9 @@ void pm_sw_own (pm_Engine *E, int on) {
   E->window_time.cpu_us += d.cpu_us;
   E->window_time.user_us += d.user_us;
   E->window_time.system_us += d.system_us;
+  E->sample_time.cpu_us += d.cpu_us;
+  E->sample_time.user_us += d.user_us;
+  E->sample_time.system_us += d.system_us;
   E->count_allocs = HAS(E, PM_PROBE_MEMORY);
 }
 
@@ -803,6 +818,97 @@ void pm_sw_blocking_resume (pm_Engine *E, int n) {
   if (E->blocking_depth == 0)
     blocking_open(E);
   E->blocking_depth += n;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Samples
+** =======================================================
+*/
+
+/* A sample stands for the CPU time since the one before, all of it: the
+** code it finds running is taken to have run all along.  The samples come
+** every so much CPU time, so each group is found in proportion to the CPU
+** time it takes, and its total is unbiased.  That time goes into the
+** period's (pm_Meter.period_time), where a stopwatch's windows put
+** theirs, and so to the totals at the commit.
+**
+** A group's time in one event, for its histogram and the watcher, is
+** bracketed by the event instead: of a sample's span only the part after
+** the event began counts (by the cycle counter), and the time after the
+** event's last sample goes to the groups that sample saw, as if they ran
+** to the end.  So an event that one plugin spends janking is its length,
+** however few samples fell in it (a thread that shares its CPU is
+** sampled less regularly). */
+
+static void sample_mark (pm_Engine *E) {
+  uint32_t cpu;
+  pm_cputime(&E->sample_time);
+  E->sample_cycles = pm_cycles(&cpu);
+}
+
+void pm_sw_sampled (pm_Engine *E, int on) {
+  E->sampled = on;
+  sample_mark(E);
+}
+
+int pm_sw_sample (pm_Engine *E, int charge) {
+  pm_CpuTime now;
+  uint64_t cycles, since = E->sample_cycles;
+  uint32_t cpu;
+  cycles = pm_cycles(&cpu);
+  pm_cputime(&now);
+  cputime_delta(&E->sample_time, &now, &E->sample_dt);
+  E->sample_time = now;
+  E->sample_cycles = cycles;
+  if (!charge || E->quiet || !HAS(E, PM_PROBE_JANK))
+    return 0;
+  E->sample_event_us = E->sample_dt.cpu_us;
+  if (since < E->period_cycles) /* the span began before the period */
+    E->sample_event_us *=
+        cycles > E->period_cycles
+            ? (double)(cycles - E->period_cycles) / (double)(cycles - since)
+            : 0;
+  E->samples++;
+  return 1;
+}
+
+void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
+  int k;
+  for (k = 0; k < s->n; k++) {
+    pm_Group *g = s->g[k];
+    if (g->sample_stamp == E->samples)
+      continue; /* on the stack twice: charged once */
+    g->sample_stamp = E->samples;
+    g->recent_samples++;
+    touch(E, g);
+    credit(&g->all.period_time, &E->sample_dt, 1);
+    g->sample_event_us += E->sample_event_us;
+    if (self) {
+      g->sample_self = E->samples;
+      credit(&g->self.period_time, &E->sample_dt, 1);
+      g->sample_self_us += E->sample_event_us;
+    }
+  }
+}
+
+/* At an event's end: the time since its last sample, at per_cycle, to the
+** groups that sample saw. */
+static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle) {
+  double us;
+  pm_Group *g;
+  if (!E->sampled || E->sample_cycles < E->period_cycles ||
+      now < E->sample_cycles)
+    return; /* no sample in this event */
+  us = (double)(now - E->sample_cycles) * per_cycle;
+  for (g = E->touched; g != NULL; g = g->next_touched)
+    if (g->sample_stamp == E->samples) {
+      g->sample_event_us += us;
+      if (g->sample_self == E->samples)
+        g->sample_self_us += us;
+    }
 }
 
 /* }====================================================== */

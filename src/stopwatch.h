@@ -58,6 +58,18 @@ void pm_sw_own (pm_Engine *E, int on);
 void pm_sw_quiet (pm_Engine *E, int on);
 void pm_sw_probes (pm_Engine *E, unsigned probes, int delta);
 
+/* Sampled mode: groups are charged from samples of the stack instead of
+** stopwatches.  pm_sw_sampled(E, 1) marks the thread's CPU time where
+** samples begin.  pm_sw_sample takes the CPU time since the last sample
+** and returns whether the sets on the stack are
+** to be charged with it (not when `charge` is 0: an exact monitor is open,
+** and wins); then pm_sw_sample_set charges each set's groups, the
+** innermost first with self set: every group once per sample, those of
+** the innermost set as self time too. */
+void pm_sw_sampled (pm_Engine *E, int on);
+int pm_sw_sample (pm_Engine *E, int charge);
+void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self);
+
 /* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */
 int pm_sw_event_begin (pm_Engine *E);
 int pm_sw_event_end (pm_Engine *E);

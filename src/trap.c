@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include <lauxlib.h>
+#include <lualib.h>
 
 #include "frame.h"
 
@@ -56,6 +57,24 @@ typedef struct TrapState { /* lua_State, up to its hook fields */
   volatile sig_atomic_t hookmask;
 } TrapState;
 
+typedef struct TrapValue { /* TValue, and StackValue as a stack holds it */
+  void *p;
+  unsigned char tt;
+} TrapValue;
+
+typedef struct TrapCClosure { /* CClosure */
+  void *next;
+  unsigned char tt, marked, nupvalues;
+  void *gclist;
+  lua_CFunction f;
+  TrapValue upvalue[1];
+} TrapCClosure;
+
+#define TRAP_VTHREAD 8 /* LUA_VTHREAD, in an object's header */
+#define TRAP_TTHREAD (TRAP_VTHREAD | (1 << 6)) /* in a TValue: collectable */
+#define TRAP_TLCF (LUA_TFUNCTION | (1 << 4)) /* a light C function */
+#define TRAP_TCCL (LUA_TFUNCTION | (2 << 4) | (1 << 6)) /* a C closure */
+
 /* }====================================================== */
 
 /* The order of lua_sethook's writes, with the mark on the top Lua frame
@@ -83,6 +102,44 @@ void pm_trap_sethook (lua_State *L, lua_Hook h, int mask, int count,
     if (ci != NULL)
       ci->u.l.trap = 1;
   }
+}
+
+/* The coroutine that a thread's running frame resumes, or NULL: that
+** frame runs resume (its first argument) or a function of wrap (its first
+** upvalue).  Async-signal-safe: a frame being set up may still hold a
+** previous call's function, so every address is checked before it is
+** followed (within the stack; a thread of the same Lua universe). */
+static TrapState *resumed (const TrapState *s, const lua_CFunction f[3]) {
+  const TrapCI *ci = s->ci;
+  const TrapValue *fn, *co = NULL;
+  const TrapState *t;
+  if (ci == NULL || !(ci->callstatus & CIST_C))
+    return NULL;
+  fn = ci->func;
+  if ((const char *)fn < (const char *)s->stack ||
+      (const char *)(fn + 2) > (const char *)s->stack_last)
+    return NULL;
+  if (fn->tt == TRAP_TLCF && f[0] != NULL && (lua_CFunction)fn->p == f[0]) {
+    co = fn + 1;
+  } else if (fn->tt == TRAP_TCCL) {
+    const TrapCClosure *cl = fn->p;
+    if (cl->nupvalues >= 1 && cl->f != NULL && (cl->f == f[1] || cl->f == f[2]))
+      co = &cl->upvalue[0];
+  }
+  if (co == NULL || co->tt != TRAP_TTHREAD || (t = co->p) == NULL || t == s ||
+      t->tt != TRAP_VTHREAD || t->l_G != s->l_G)
+    return NULL;
+  return (TrapState *)t;
+}
+
+int pm_trap_chain (lua_State *L, const lua_CFunction f[3],
+                   lua_State *chain[PM_TRAP_CHAIN]) {
+  TrapState *s = (TrapState *)L;
+  int n = 0;
+  do
+    chain[n++] = (lua_State *)s;
+  while (n < PM_TRAP_CHAIN && (s = resumed(s, f)) != NULL);
+  return n;
 }
 
 /*
@@ -189,6 +246,76 @@ int pm_trap_verify (lua_State *L) {
   check.events = check.ok = 0;
   pm_frame_run_check(L, run_check);
   return check.ok;
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** The chain of resumes: its start-up check
+** =======================================================
+*/
+
+static _Thread_local struct {
+  const lua_CFunction *f;
+  int base; /* the chain's length where the check began */
+  int ok;
+} chain_check;
+
+/* chain_probe(k): the thread calling it is the chain's last, k resumes
+** deeper than where the check began. */
+static int chain_probe (lua_State *L) {
+  lua_State *chain[PM_TRAP_CHAIN], *main;
+  int k = (int)lua_tointeger(L, 1), n;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  n = pm_trap_chain(main, chain_check.f, chain);
+  if (k == 0 && chain_check.base == 0)
+    chain_check.base = n;
+  if (chain[n - 1] != L || n != chain_check.base + k)
+    chain_check.ok = 0;
+  return 0;
+}
+
+/* Protected: loading the check can raise a memory error.  Its argument is
+** the coroutine library. */
+static int run_chain_check (lua_State *L) {
+  if (luaL_loadstring(
+          L,
+          "local probe, co = ...\n"
+          "probe(0)\n"
+          "local inner = co.wrap(function() probe(2) co.yield() probe(2) end)\n"
+          "local outer = co.create(function()\n"
+          "  probe(1) inner() probe(1) co.yield() inner() probe(1) end)\n"
+          "co.resume(outer) probe(0) co.resume(outer) probe(0)\n") != LUA_OK)
+    return lua_error(L);
+  lua_pushcfunction(L, chain_probe);
+  lua_pushvalue(L, 1);
+  lua_call(L, 2, 0);
+  return 0;
+}
+
+int pm_trap_chain_verify (lua_State *L, const lua_CFunction f[3]) {
+  int ok;
+  if (f[0] == NULL || f[1] == NULL)
+    return 0;
+  chain_check.f = f;
+  chain_check.base = 0;
+  chain_check.ok = 1;
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_getfield(L, -1, LUA_COLIBNAME);
+  lua_remove(L, -2);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_pushcfunction(L, run_chain_check);
+  lua_insert(L, -2);
+  ok = lua_pcall(L, 1, 0, 0) == LUA_OK;
+  if (!ok)
+    lua_pop(L, 1); /* the error: the chain is not read */
+  return ok && chain_check.ok && chain_check.base > 0;
 }
 
 /* }====================================================== */

@@ -29,4 +29,17 @@ int pm_trap_verify (lua_State *L);
 void pm_trap_sethook (lua_State *L, lua_Hook h, int mask, int count,
                       int direct);
 
+/* The chain of resumes from L (the main thread): L, the coroutine it
+** resumes, the one that resumes, and so on, PM_TRAP_CHAIN at most; returns
+** how many, at least 1, the last the one that runs.  A frame resumes a
+** coroutine when it runs f[0] (coroutine.resume: its first argument) or
+** f[1] or f[2] (a function coroutine.wrap made, or the profiler's: its
+** first upvalue).  Through Lua 5.4's private layout; async-signal-safe.
+** pm_trap_chain_verify checks it against real resumes and wraps, once,
+** at start-up (0: use the public API instead). */
+#define PM_TRAP_CHAIN 64
+int pm_trap_chain (lua_State *L, const lua_CFunction f[3],
+                   lua_State *chain[PM_TRAP_CHAIN]);
+int pm_trap_chain_verify (lua_State *L, const lua_CFunction f[3]);
+
 #endif

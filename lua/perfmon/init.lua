@@ -215,7 +215,7 @@ end
 local function guard_sethook()
   if not debuglib then return end
   local ok, info = pcall(core.info)
-  local open = ok and info.monitors > 0
+  local open = ok and info.exact_monitors > 0
   if open and rawequal(debuglib.sethook, raw_sethook) then
     debuglib.sethook, debuglib.gethook = shared_sethook, shared_gethook
   elseif not open and rawequal(debuglib.sethook, shared_sethook) then
@@ -225,15 +225,20 @@ end
 
 --- Opens a monitor holding the named probes: "jank" (CPU times and the
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
+-- probes.mode: "exact" (the default: the call/return hook measures every
+-- group) or "sampled" (no hook: groups are charged from samples of the
+-- stack on the thread's CPU-clock timer; events stay exact).
 function perfmon.monitor(probes)
   -- made (with its finalizer) before the probes are taken, so that a
   -- memory error cannot leave them held by no monitor; setting fields the
   -- table has allocates nothing
-  local mon = setmetatable({ mask = 0, closed = true }, Monitor)
+  local mon = setmetatable({ mask = 0, closed = true, sampled = false,
+                             mode = "exact" }, Monitor)
   -- the core checks the names; its error is raised again at the caller's line
-  local ok, mask = pcall(core.open, probes)
+  local ok, mask, sampled = pcall(core.open, probes)
   if not ok then error(mask, 2) end
-  mon.mask, mon.closed = mask, false
+  mon.mask, mon.sampled, mon.closed = mask, sampled, false
+  mon.mode = sampled and "sampled" or "exact"
   guard_sethook()
   return mon
 end
@@ -243,7 +248,7 @@ function Monitor:close()
   check_self(self, Monitor, "close", "monitor")
   if not self.closed then
     self.closed = true
-    core.close(self.mask)
+    core.close(self.mask, self.sampled)
     guard_sethook()
   end
 end

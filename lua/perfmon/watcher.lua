@@ -41,6 +41,7 @@ local settings = {
   blocking_threshold_us = 64000,
   buffering_delay_ms = 100,
   input_window_ms = 100, -- jank this soon after input is visible
+  mode = "exact", -- the watcher's monitor's (perfmon.monitor)
   on_error = function(err, target)
     io.stderr:write(("perfmon.watcher: listener for %s failed: %s\n")
       :format(target == "*" and '"*"' or describe(target), describe(err)))
@@ -155,9 +156,13 @@ end
 
 -- The first listener or ticker opens the watcher's monitor; the last one
 -- closes it.  A failure opening it leaves nothing open.
+local function open_monitor(mode)
+  return perfmon.monitor { "jank", "blocking", mode = mode }
+end
+
 local function retain()
   if nlisteners == 0 then
-    local m = perfmon.monitor { "jank", "blocking" }
+    local m = open_monitor(settings.mode)
     local ok, err = pcall(watch)
     if not ok then
       m:close()
@@ -300,6 +305,11 @@ local function check_setting(k, v)
         :format(k, scale == 1 and "µs" or "ms", core.watch_max_us / scale,
           number_or_type(v)), 2)
     end
+  elseif k == "mode" then
+    if v ~= "exact" and v ~= "sampled" then
+      arg_error(1, "configure", ("'mode' must be \"exact\" or \"sampled\", got %s")
+        :format(type(v) == "string" and ("%q"):format(v) or type(v)), 2)
+    end
   elseif k == "on_error" then
     if not callable(v) then
       arg_error(1, "configure", ("'on_error' must be a function, got %s"):format(type(v)), 2)
@@ -323,7 +333,14 @@ function watcher.configure(t)
     check_setting(k, v)
     new[k] = v
   end
-  if nlisteners > 0 then watch(new) end -- before settings change: it may raise
+  if nlisteners > 0 then
+    watch(new) -- before settings change: it may raise
+    if new.mode ~= settings.mode then -- the new one opens before the old goes
+      local m = open_monitor(new.mode)
+      monitor:close()
+      monitor = m
+    end
+  end
   settings = new
   local out = {}
   for k, v in pairs(settings) do out[k] = v end

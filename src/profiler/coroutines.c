@@ -28,14 +28,14 @@ static pm_Profiler *profiler_of (lua_State *L, int up) {
 
 /* Makes co (at index idx of L, or L itself when idx is 0) the coroutine P
 ** samples, and anchors it there for as long as it is: the signal handler
-** sets hooks on P->running, so it must not be collected meanwhile, however
+** sets hooks on P->s.running, so it must not be collected meanwhile, however
 ** the profiler was stopped and started in between.  Allocates nothing (the
 ** anchor has the slot); where the stack has no room left, the main thread
 ** stands in, which is always alive. */
 static void set_running (lua_State *L, pm_Profiler *P, int idx) {
   lua_State *co = idx != 0 ? lua_tothread(L, idx) : L;
   if (!lua_checkstack(L, 3)) {
-    P->running = P->S->main;
+    P->s.running = P->S->main;
     return;
   }
   idx = idx != 0 ? lua_absindex(L, idx) : 0;
@@ -46,16 +46,16 @@ static void set_running (lua_State *L, pm_Profiler *P, int idx) {
     else
       lua_pushthread(L);
     lua_rawseti(L, -2, PM_ANCHOR_THREAD);
-    P->running = co;
+    P->s.running = co;
   } else { /* not the running profiler: nothing samples */
-    P->running = P->S->main;
+    P->s.running = P->S->main;
   }
   lua_pop(L, 2);
 }
 
 /* coroutine.resume; upvalues: the original, the pm_State.  The original
 ** reports the coroutine's errors, but calling it can still raise (C stack
-** overflow, memory): a tracked call runs protected, since P->running must
+** overflow, memory): a tracked call runs protected, since P->s.running must
 ** be set back to L whatever happens.  Once it returns, L runs again: the
 ** profiler running then (it may have been stopped, or another started,
 ** in co) samples L. */
@@ -107,7 +107,7 @@ static int co_wrapped (lua_State *L) {
   pm_State *S = lua_touserdata(L, lua_upvalueindex(2));
   pm_Profiler *P = profiler_of(L, 2);
   int r;
-  if (!S->closed && S->e.monitors > 0)
+  if (!S->closed && S->exact > 0)
     pm_hook_give(S, co);
   if (P != NULL)
     set_running(L, P, lua_upvalueindex(1));
@@ -159,6 +159,7 @@ static const char *const co_names[] = {"resume", "wrap"};
 
 void pm_coroutines_prepare (lua_State *L, pm_State *S, int anchor, int other) {
   int i;
+  S->co_f[2] = co_wrapped; /* it resumes, as lcorolib's does */
   for (i = PM_ANCHOR_COLIB; i < PM_ANCHOR_THREAD; i++) {
     lua_pushnil(L);
     lua_rawseti(L, anchor, i);

@@ -182,7 +182,7 @@ static int l_state (lua_State *L) {
 ** finalizer run by the dump's allocations) */
 static int l_reset (lua_State *L) {
   pm_Profiler *P = check_profiler(L);
-  if (P->reading > 0)
+  if (P->s.hold > 0)
     return luaL_error(L, "its records are being read (a finalizer ran "
                          "during results(), samples() or to_gecko())");
   pm_profiler_reset(P);
@@ -320,7 +320,7 @@ static int dump (lua_State *L) {
   set_int(L, "gc", (lua_Integer)P->gc);
   set_int(L, "dropped", (lua_Integer)P->r.dropped);
   set_int(L, "truncated", (lua_Integer)P->truncated);
-  set_int(L, "throttled", (lua_Integer)P->throttled);
+  set_int(L, "throttled", (lua_Integer)P->s.throttled);
   set_int(L, "max_depth", PM_PROF_DEPTH);
   set_int(L, "limit", P->r.limit);
   set_num(L, "micros",
@@ -337,15 +337,15 @@ static int dump (lua_State *L) {
 
 /* core.profiler_dump(p) -> everything recorded since the last reset, as
 ** flat arrays (1-based indices); lua/perfmon/profiler.lua shapes it.
-** Dumps nest (a finalizer may read the records too): P->reading counts. */
+** Dumps nest (a finalizer may read the records too): P->s.hold counts. */
 static int l_dump (lua_State *L) {
   pm_Profiler *P = check_profiler(L);
   int status;
-  P->reading++; /* samples wait, reset() and start() refuse */
+  P->s.hold++; /* samples wait, reset() and start() refuse */
   lua_pushcfunction(L, dump); /* protected: the count must come back */
   lua_pushlightuserdata(L, P);
   status = lua_pcall(L, 1, 1, 0);
-  P->reading--;
+  P->s.hold--;
   return status == LUA_OK ? 1 : lua_error(L);
 }
 

@@ -20,17 +20,18 @@
 ** =======================================================
 */
 
+/* The sampler's take: s is the first member of its profiler. */
+static void take (pm_Sampler *s, lua_State *L, unsigned weight) {
+  pm_sample_take((pm_Profiler *)s, L, weight);
+}
+
 void pm_profiler_init (pm_Profiler *P, pm_State *S) {
   memset(P, 0, sizeof(*P));
+  pm_sampler_init(&P->s, S, take);
   P->S = S;
   P->r.E = &S->e;
   P->state = PM_PROF_NEW;
-  P->slot = -1;
   P->interval_us = 1000;
-  P->timer = PM_TIMER_PRECISE;
-  atomic_init(&P->pending, 0);
-  atomic_init(&P->tag, -1);
-  atomic_init(&P->sampling, 0);
 }
 
 /* Allocation-free: the registry's key is there (start made it), and the
@@ -38,19 +39,21 @@ void pm_profiler_init (pm_Profiler *P, pm_State *S) {
 ** nil, so that the key stays for the next start. */
 void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
   pm_State *S = P->S;
-  pm_sampler_stop(P);
+  pm_sampler_stop(&P->s);
   if (!S->closed && idx != 0) {
     if (lua_getiuservalue(L, idx, PM_PROF_ANCHOR) == LUA_TTABLE)
       pm_coroutines_unpatch(L, lua_gettop(L));
     lua_pop(L, 1);
     pm_hook_unrequest(S, S->main);
-    if (P->running != NULL)
-      pm_hook_unrequest(S, P->running);
-    if (S->e.monitors > 0 && S->current != NULL)
+    if (P->s.running != NULL)
+      pm_hook_unrequest(S, P->s.running);
+    if (S->exact > 0 && S->current != NULL)
       pm_hook_unrequest(S, S->current->L);
   }
-  if (S->profiler == P)
+  if (S->profiler == P) {
     S->profiler = NULL;
+    S->samplers[PM_SAMPLER_PROFILER] = NULL;
+  }
   if (pm_sample_running(L) == P) {
     lua_pushboolean(L, 0);
     pm_sample_set_running(L, -1);
@@ -58,7 +61,7 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
   }
   lua_pop(L, 1);
   P->micros += pm_wall_us() - P->since_us;
-  P->running = NULL;
+  P->s.running = NULL;
   P->state = state;
 }
 
@@ -84,16 +87,16 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   lua_getiuservalue(L, idx, PM_PROF_ANCHOR); /* ... anchor */
   anchor = lua_gettop(L);
   lua_pushthread(L);
-  lua_rawseti(L, anchor, PM_ANCHOR_THREAD); /* P->running must stay alive */
+  lua_rawseti(L, anchor, PM_ANCHOR_THREAD); /* P->s.running must stay alive */
   other = pm_sample_running(L); /* ... anchor other */
   pm_coroutines_prepare(L, S, anchor, other != NULL ? lua_gettop(L) : 0);
   pm_sample_sentinel(L); /* ... anchor other sentinel */
-  P->period_ns = (uint64_t)rate_us * 1000u;
-  P->timer = timer;
-  P->running = L;
-  atomic_store(&P->pending, 0);
-  if ((err = pm_sampler_start(P)) != NULL) {
-    P->running = NULL;
+  P->s.period_ns = (uint64_t)rate_us * 1000u;
+  P->s.timer = timer;
+  P->s.running = L;
+  atomic_store(&P->s.pending, 0);
+  if ((err = pm_sampler_start(&P->s)) != NULL) {
+    P->s.running = NULL;
     luaL_error(L, "%s", err);
   }
   /* committed: no allocation, no error from here on */
@@ -105,8 +108,8 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   pm_coroutines_patch(L, anchor);
   P->fast = S->frame_direct;
   P->interval_us = (double)rate_us;
-  S->answer = pm_sampler_answer;
   S->profiler = P;
+  S->samplers[PM_SAMPLER_PROFILER] = &P->s;
   P->state = PM_PROF_RUNNING;
   P->cycles_seen = P->cycles;
   P->since_us = pm_wall_us();
@@ -123,7 +126,7 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   idx = lua_absindex(L, idx);
   if (P->state == PM_PROF_RUNNING)
     luaL_error(L, "the profiler is already running; stop() it first");
-  if (P->reading > 0)
+  if (P->s.hold > 0)
     luaL_error(L, "its records are being read (a finalizer ran during "
                   "results(), samples() or to_gecko())");
   if (pm_hook_foreign(S, L) || pm_hook_foreign(S, S->main))
@@ -148,7 +151,7 @@ void pm_profiler_start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
 void pm_profiler_reset (pm_Profiler *P) {
   pm_records_free(&P->r);
   P->r.dropped = 0;
-  P->total = P->gc = P->truncated = P->throttled = 0;
+  P->total = P->gc = P->truncated = P->s.throttled = 0;
   P->micros = 0;
   P->since_us = pm_wall_us();
   P->start_realtime = P->state == PM_PROF_RUNNING ? pm_realtime_us() : 0;

@@ -7,9 +7,9 @@
 **
 ** - records.c: what it keeps (functions, the trie of stacks, the ring of
 **   samples), knowing no Lua;
-** - sampler.c: the timer and its signal, which count the periods of the
-**   thread's CPU time and ask the hook for a count event (pm_hook_request);
-**   the hook's answer comes back to pm_sampler_answer;
+** - the core's sampler (sampler.h): the timer and its signal, which count
+**   the periods of the thread's CPU time and ask the hook for a count
+**   event; the hook's answer comes back to the profiler's take;
 ** - sample.c: the sample taken at that safe point, the stack walked into
 **   the records;
 ** - coroutines.c: which coroutine runs, without a monitor;
@@ -19,16 +19,16 @@
 **
 ** A running profiler is anchored in the registry and is S->profiler; the
 ** records are written in the hook and by frame(), and read by lprofiler.c
-** between samples (P->reading keeps samples out while they are read).
+** between samples (P->s.hold keeps samples out while they are read).
 */
 #ifndef PM_PROFILER_H
 #define PM_PROFILER_H
 
-#include <pthread.h>
-#include <stdatomic.h>
+
 #include <stdint.h>
 
 #include "records.h"
+#include "sampler.h"
 #include "state.h"
 
 #define PM_PROF_DEPTH 512 /* frames kept per sample, from the top */
@@ -63,38 +63,11 @@ enum {
   PM_PROF_COLLECTED
 };
 
-/* pm_Profiler.timer: the clock the timer runs on (sampler.c); lprofiler.c
-** names them.  Either way the periods are counted on the thread's CPU
-** clock: only how often the handler gets to count them differs. */
-enum {
-  PM_TIMER_PRECISE, /* CLOCK_MONOTONIC: a signal every period */
-  PM_TIMER_TICK /* the thread's CPU clock: at most one a scheduler tick */
-};
-
 struct pm_Profiler {
+  pm_Sampler s; /* first: its take is the profiler's */
   pm_State *S; /* whose memory its records are: S outlives its __gc */
   int state; /* PM_PROF_* */
-  int reading; /* dumps of its records under way: samples wait */
   int fast; /* walk frames through CallInfo (frame.h verified it) */
-  /* read by the signal handler (sampler.c) */
-  lua_State *volatile running; /* the coroutine running, as tracked */
-  int slot; /* of its timer in sampler.c's table */
-  atomic_int tag; /* the signal's value: the slot and a generation */
-  uint64_t period_ns;
-  int timer; /* PM_TIMER_*: the clock its timer runs on */
-  uint64_t cpu_mark; /* thread CPU time whose periods were counted */
-  atomic_uint pending; /* periods since the last sample */
-  atomic_int sampling; /* the hook is at work: no period is counted */
-  int has_timer;
-  /* the one-shot timer's pacing (sampler.c): when and for how long it was
-  ** last armed, the signal's latency seen lately, the hook's last sample */
-  uint64_t armed_at, armed_ns;
-  uint64_t latency_ns, latency_min;
-  int latency_n;
-  _Atomic(uint64_t) work_ns;
-  uint64_t throttled; /* times the timer was armed past a period */
-  long tid; /* the thread the timer signals, as gettid names it */
-  pthread_t owner; /* the same thread */
   pm_Records r;
   struct pm_Level *levels; /* the stack being sampled (sample.c) */
   struct pm_Name *names; /* the cache of call names (sample.c) */

@@ -1,5 +1,5 @@
 /*
-** sampler.c -- the profiler's timer and signal handler, which ask the hook
+** sampler.c -- the samplers' timer and signal handler, which ask the hook
 ** for samples, and the answer the hook brings back (see sampler.h).
 */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
@@ -24,8 +24,7 @@
 #endif
 
 #include "hook.h"
-#include "profiler.h"
-#include "sample.h"
+#include "trap.h"
 
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
 #define PROF_TIMERS 1
@@ -34,8 +33,8 @@
 #endif
 
 #define PROF_SIGNAL SIGPROF
-#define PROF_SLOTS 64 /* profilers running at once, in the process */
-#define PROF_LONG_NS 5000 /* the profiler's own work kept out of the count */
+#define PROF_SLOTS 64 /* samplers running at once, in the process */
+#define PROF_LONG_NS 5000 /* the sampler's own work kept out of the count */
 
 /* A system call, of a µs or more in some virtual machines. */
 static uint64_t thread_cpu_ns (void) {
@@ -44,7 +43,7 @@ static uint64_t thread_cpu_ns (void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* In the vDSO: tens of ns.  Times the profiler's own work, which is kept
+/* In the vDSO: tens of ns.  Times the sampler's own work, which is kept
 ** out of the periods counted when it is long: at least PROF_LONG_NS, or a
 ** quarter of a period (shorter work counts as the program's, a few µs per
 ** sample, as a signal's own cost does). */
@@ -54,8 +53,8 @@ static uint64_t mono_ns (void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t long_ns (const pm_Profiler *P) {
-  return P->period_ns / 4 < PROF_LONG_NS ? P->period_ns / 4 : PROF_LONG_NS;
+static uint64_t long_ns (const pm_Sampler *s) {
+  return s->period_ns / 4 < PROF_LONG_NS ? s->period_ns / 4 : PROF_LONG_NS;
 }
 
 /*
@@ -64,52 +63,77 @@ static uint64_t long_ns (const pm_Profiler *P) {
 ** =======================================================
 */
 
-/* The coroutine running: the monitor's hook knows it exactly; without a
-** monitor, the profiler's own tracking of resume and wrap. */
-static lua_State *target (pm_Profiler *P) {
-  pm_State *S = P->S;
-  pm_Thread *t = S->e.monitors > 0 ? S->current : NULL;
-  return t != NULL ? t->L : P->running;
+void pm_sampler_init (pm_Sampler *s, pm_State *S,
+                      void (*take)(pm_Sampler *, lua_State *, unsigned)) {
+  memset(s, 0, sizeof(*s));
+  s->S = S;
+  s->take = take;
+  s->slot = -1;
+  s->timer = PM_TIMER_PRECISE;
+  atomic_init(&s->pending, 0);
+  atomic_init(&s->tag, -1);
+  atomic_init(&s->sampling, 0);
 }
 
-static void unrequest_all (pm_Profiler *P, lua_State *L) {
-  lua_State *t = target(P);
-  pm_hook_unrequest(P->S, L);
+/* The coroutine running: the exact monitor's hook knows it; without one,
+** the chain of resumes from the main thread (trap.h) where its check
+** passed, else the sampler's own tracking (the profiler's resume and wrap),
+** else the main thread alone. */
+static lua_State *target (pm_Sampler *s) {
+  pm_State *S = s->S;
+  lua_State *L = s->running;
+  if (S->exact > 0 && S->current != NULL)
+    return S->current->L;
+  if (S->running_direct) {
+    lua_State *chain[PM_TRAP_CHAIN];
+    return chain[pm_trap_chain(S->main, S->co_f, chain) - 1];
+  }
+  return L != NULL ? L : S->main;
+}
+
+static void unrequest_all (pm_Sampler *s, lua_State *L) {
+  lua_State *t = target(s);
+  pm_hook_unrequest(s->S, L);
   if (t != L)
-    pm_hook_unrequest(P->S, t);
-  if (P->running != L && P->running != t)
-    pm_hook_unrequest(P->S, P->running);
-  if (P->S->main != L && P->S->main != t)
-    pm_hook_unrequest(P->S, P->S->main);
+    pm_hook_unrequest(s->S, t);
+  if (s->running != NULL && s->running != L && s->running != t)
+    pm_hook_unrequest(s->S, s->running);
+  if (s->S->main != L && s->S->main != t)
+    pm_hook_unrequest(s->S, s->S->main);
 }
 
-/* The time the hook spends is the profiler's, not the program's: on the
+/* The time the hook spends is the sampler's, not the program's: on the
 ** thread whose CPU time the timer counts, a long one is kept out of the
-** count (P->sampling holds the handler off meanwhile), so that however
+** count (s->sampling holds the handler off meanwhile), so that however
 ** long a sample takes, the program runs a whole period before the next
 ** one.  Its wall time stands for its CPU time, which it is unless the
-** thread was preempted meanwhile: the mark never passes the CPU clock. */
-void pm_sampler_answer (pm_Profiler *P, lua_State *L) {
+** thread was preempted meanwhile: so a long one is bounded by the CPU
+** time since the request, and the mark never passes the CPU clock.  A
+** preempted sample then neither holds the next one off (rearm) nor
+** leaves the periods it waited uncounted. */
+void pm_sampler_answer (pm_Sampler *s, lua_State *L) {
   uint64_t w0 = 0;
   unsigned w;
-  int own = P->has_timer && pthread_equal(pthread_self(), P->owner);
+  int own = s->has_timer && pthread_equal(pthread_self(), s->owner);
   if (own) {
-    atomic_store(&P->sampling, 1);
+    atomic_store(&s->sampling, 1);
     w0 = mono_ns();
   }
-  unrequest_all(P, L);
+  unrequest_all(s, L);
   /* none pending: a request another coroutine answered; records being
      read: the periods wait for the next sample */
-  if (P->reading == 0 && (w = atomic_exchange(&P->pending, 0)) != 0)
-    pm_sample_take(P, L, w);
+  if (s->hold == 0 && (w = atomic_exchange(&s->pending, 0)) != 0)
+    s->take(s, L, w);
   if (own) {
     uint64_t d = mono_ns() - w0;
-    if (d >= long_ns(P)) {
+    if (d >= long_ns(s)) {
       uint64_t end = thread_cpu_ns();
-      P->cpu_mark = P->cpu_mark + d < end ? P->cpu_mark + d : end;
+      if (end > s->asked_cpu && end - s->asked_cpu < d)
+        d = end - s->asked_cpu;
+      s->cpu_mark = s->cpu_mark + d < end ? s->cpu_mark + d : end;
     }
-    atomic_store(&P->work_ns, d); /* the timer's pacing (rearm) */
-    atomic_store(&P->sampling, 0);
+    atomic_store(&s->work_ns, d); /* the timer's pacing (rearm) */
+    atomic_store(&s->sampling, 0);
   }
 }
 
@@ -121,12 +145,12 @@ void pm_sampler_answer (pm_Profiler *P, lua_State *L) {
 ** =======================================================
 */
 
-/* The running profilers of the process; a slot is claimed by a compare
-** and swap, and its timer then belongs to the profiler that claimed it.
+/* The running samplers of the process; a slot is claimed by a compare
+** and swap, and its timer then belongs to the sampler that claimed it.
 ** A handler counts itself in inflight[slot] before it loads the slot, so
 ** that once the slot is emptied and its count is back to 0 no handler can
-** still hold the profiler (release_slot), whichever thread it runs on. */
-static _Atomic(pm_Profiler *) slots[PROF_SLOTS];
+** still hold the sampler (release_slot), whichever thread it runs on. */
+static _Atomic(pm_Sampler *) slots[PROF_SLOTS];
 static atomic_int inflight[PROF_SLOTS];
 #if PROF_TIMERS
 static timer_t timers[PROF_SLOTS];
@@ -134,7 +158,7 @@ static timer_t timers[PROF_SLOTS];
 static atomic_uint generation;
 static atomic_flag handler_lock = ATOMIC_FLAG_INIT;
 /* under handler_lock: */
-static int handler_users; /* running profilers */
+static int handler_users; /* running samplers */
 static int handler_set; /* on_signal is installed */
 static int handler_kept; /* for good: a tick may still be pending */
 static struct sigaction old_action; /* what the first start replaced */
@@ -153,26 +177,27 @@ static void chain (int sig, siginfo_t *si, void *uc) {
 /* Counts the whole periods of the thread's CPU time since the last count
 ** and asks for a sample.  A long request (one through lua_sethook walks
 ** the stack: a deep one) is kept out of the count, as a long sample is: the periods
-** are the program's CPU time, and the profiler cannot starve it. */
-static void count_periods (pm_Profiler *P) {
+** are the program's CPU time, and the sampler cannot starve it. */
+static void count_periods (pm_Sampler *s) {
   uint64_t now, k, w0;
   lua_State *t;
   int asked;
-  if (atomic_load(&P->sampling))
+  if (atomic_load(&s->sampling))
     return; /* the hook is at work: its time is not counted */
   now = thread_cpu_ns();
-  k = now > P->cpu_mark ? (now - P->cpu_mark) / P->period_ns : 0;
+  k = now > s->cpu_mark ? (now - s->cpu_mark) / s->period_ns : 0;
   if (k == 0)
     return;
-  P->cpu_mark += k * P->period_ns;
-  atomic_fetch_add(&P->pending, (unsigned)k);
-  t = target(P);
+  s->cpu_mark += k * s->period_ns;
+  s->asked_cpu = now;
+  atomic_fetch_add(&s->pending, (unsigned)k);
+  t = target(s);
   w0 = mono_ns();
-  asked = pm_hook_request(P->S, t);
-  if (t != P->S->main)
-    asked |= pm_hook_request(P->S, P->S->main);
-  if (asked && mono_ns() - w0 >= long_ns(P))
-    P->cpu_mark += thread_cpu_ns() - now;
+  asked = pm_hook_request(s->S, t);
+  if (t != s->S->main)
+    asked |= pm_hook_request(s->S, s->S->main);
+  if (asked && mono_ns() - w0 >= long_ns(s))
+    s->cpu_mark += thread_cpu_ns() - now;
 }
 
 #if PROF_TIMERS
@@ -184,28 +209,28 @@ static void count_periods (pm_Profiler *P) {
 ** reasons that cost it nothing. */
 #define PROF_LATENCY_RUN 8
 
-static void note_latency (pm_Profiler *P, uint64_t entry) {
-  uint64_t due = P->armed_at + P->armed_ns;
+static void note_latency (pm_Sampler *s, uint64_t entry) {
+  uint64_t due = s->armed_at + s->armed_ns;
   uint64_t late = entry > due ? entry - due : 0;
-  if (P->latency_n == 0 || late < P->latency_min)
-    P->latency_min = late;
-  if (++P->latency_n == PROF_LATENCY_RUN) {
-    P->latency_ns = P->latency_min;
-    P->latency_n = 0;
+  if (s->latency_n == 0 || late < s->latency_min)
+    s->latency_min = late;
+  if (++s->latency_n == PROF_LATENCY_RUN) {
+    s->latency_ns = s->latency_min;
+    s->latency_n = 0;
   }
 }
 
-static void arm (pm_Profiler *P, uint64_t delay_ns) {
+static void arm (pm_Sampler *s, uint64_t delay_ns) {
   struct itimerspec it;
   memset(&it, 0, sizeof(it)); /* one shot: the handler arms the next */
   it.it_value.tv_sec = (time_t)(delay_ns / 1000000000u);
   it.it_value.tv_nsec = (long)(delay_ns % 1000000000u);
-  P->armed_at = mono_ns();
-  P->armed_ns = delay_ns;
-  timer_settime(timers[P->slot], 0, &it, NULL);
+  s->armed_at = mono_ns();
+  s->armed_ns = delay_ns;
+  timer_settime(timers[s->slot], 0, &it, NULL);
 }
 
-/* The next signal comes a period away, or later when the profiler's own
+/* The next signal comes a period away, or later when the sampler's own
 ** cost of this one was high: twice the signal's latency (its way out of
 ** the handler takes about as long as its way in), the handler (a request
 ** walks the stack where it goes through lua_sethook: trap.h) and the
@@ -215,18 +240,18 @@ static void arm (pm_Profiler *P, uint64_t delay_ns) {
 ** deep its stack, and a put-off sample only weighs more.  The tick timer's lateness is the
 ** scheduler tick's, no cost: it counts only the handler and the sample. */
 #define PROF_PACE 3
-static void rearm (pm_Profiler *P, uint64_t entry) {
+static void rearm (pm_Sampler *s, uint64_t entry) {
   uint64_t cost, delay;
-  if (P->timer == PM_TIMER_PRECISE)
-    note_latency(P, entry);
+  if (s->timer == PM_TIMER_PRECISE)
+    note_latency(s, entry);
   cost =
-      2 * P->latency_ns + (mono_ns() - entry) + atomic_exchange(&P->work_ns, 0);
-  delay = P->period_ns;
+      2 * s->latency_ns + (mono_ns() - entry) + atomic_exchange(&s->work_ns, 0);
+  delay = s->period_ns;
   if (PROF_PACE * cost > delay) {
     delay = PROF_PACE * cost;
-    P->throttled++;
+    s->throttled++;
   }
-  arm(P, delay);
+  arm(s, delay);
 }
 
 #endif
@@ -240,15 +265,15 @@ static void on_signal (int sig, siginfo_t *si, void *uc) {
   int saved = errno, ours = 0;
   if (si->si_code == SI_TIMER && si->si_value.sival_int >= 0) {
     int tag = si->si_value.sival_int, i = tag % PROF_SLOTS;
-    pm_Profiler *P;
+    pm_Sampler *s;
     atomic_fetch_add(&inflight[i], 1);
-    P = atomic_load(&slots[i]);
-    if (P != NULL && atomic_load(&P->tag) == tag) {
+    s = atomic_load(&slots[i]);
+    if (s != NULL && atomic_load(&s->tag) == tag) {
       uint64_t entry = mono_ns();
       ours = 1;
-      count_periods(P);
+      count_periods(s);
 #if PROF_TIMERS
-      rearm(P, entry);
+      rearm(s, entry);
 #endif
     }
     atomic_fetch_sub(&inflight[i], 1);
@@ -300,11 +325,11 @@ static void handler_release (int keep) {
   atomic_flag_clear(&handler_lock);
 }
 
-/* Empties P's slot and waits for the handlers that may have found P there
-** (they run for microseconds): no handler touches P afterwards. */
-static void release_slot (pm_Profiler *P) {
-  atomic_store(&slots[P->slot], NULL);
-  while (atomic_load(&inflight[P->slot]) != 0)
+/* Empties s's slot and waits for the handlers that may have found s there
+** (they run for microseconds): no handler touches s afterwards. */
+static void release_slot (pm_Sampler *s) {
+  atomic_store(&slots[s->slot], NULL);
+  while (atomic_load(&inflight[s->slot]) != 0)
     sched_yield();
 }
 
@@ -341,57 +366,57 @@ static int pending_on (long tid) {
 ** anyway).  A thread that uses no CPU gets no signal at all.  The handler
 ** counts the periods on the CPU clock either way: a late signal only
 ** makes a heavier sample. */
-static clockid_t timer_clock (const pm_Profiler *P) {
-  return P->timer == PM_TIMER_TICK ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+static clockid_t timer_clock (const pm_Sampler *s) {
+  return s->timer == PM_TIMER_TICK ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
 }
 
 #endif
 
-const char *pm_sampler_start (pm_Profiler *P) {
+const char *pm_sampler_start (pm_Sampler *s) {
 #if PROF_TIMERS
   struct sigevent ev;
   int i;
-  P->tid = this_thread();
-  P->owner = pthread_self();
-  atomic_store(&P->tag, -1); /* a stale tick of the slot is not P's */
-  atomic_store(&P->sampling, 0);
+  s->tid = this_thread();
+  s->owner = pthread_self();
+  atomic_store(&s->tag, -1); /* a stale tick of the slot is not s's */
+  atomic_store(&s->sampling, 0);
   for (i = 0; i < PROF_SLOTS; i++) {
-    pm_Profiler *none = NULL;
-    if (atomic_compare_exchange_strong(&slots[i], &none, P))
+    pm_Sampler *none = NULL;
+    if (atomic_compare_exchange_strong(&slots[i], &none, s))
       break;
   }
   if (i == PROF_SLOTS)
-    return "too many profilers running in this process";
-  P->slot = i;
+    return "too many profilers and sampled monitors running in this process";
+  s->slot = i;
   atomic_store(
-      &P->tag,
+      &s->tag,
       (int)(((atomic_fetch_add(&generation, 1) + 1) % 1000000u) * PROF_SLOTS +
             (unsigned)i));
   memset(&ev, 0, sizeof(ev));
   ev.sigev_notify = SIGEV_THREAD_ID;
   ev.sigev_signo = PROF_SIGNAL;
-  ev.sigev_value.sival_int = atomic_load(&P->tag);
+  ev.sigev_value.sival_int = atomic_load(&s->tag);
 #ifdef sigev_notify_thread_id
-  ev.sigev_notify_thread_id = (pid_t)P->tid;
+  ev.sigev_notify_thread_id = (pid_t)s->tid;
 #else
-  ev._sigev_un._tid = (pid_t)P->tid;
+  ev._sigev_un._tid = (pid_t)s->tid;
 #endif
   handler_acquire();
-  if (timer_create(timer_clock(P), &ev, &timers[i]) != 0) {
+  if (timer_create(timer_clock(s), &ev, &timers[i]) != 0) {
     handler_release(0); /* no tick was ever sent */
     atomic_store(&slots[i], NULL);
     return "timer_create failed";
   }
-  P->has_timer = 1;
-  P->cpu_mark = thread_cpu_ns();
-  P->latency_ns = P->latency_min = 0;
-  P->latency_n = 0;
-  atomic_store(&P->work_ns, 0);
-  arm(P, P->period_ns);
+  s->has_timer = 1;
+  s->cpu_mark = thread_cpu_ns();
+  s->latency_ns = s->latency_min = 0;
+  s->latency_n = 0;
+  atomic_store(&s->work_ns, 0);
+  arm(s, s->period_ns);
   return NULL;
 #else
-  (void)P;
-  return "the profiler needs POSIX timers with SIGEV_THREAD_ID (Linux)";
+  (void)s;
+  return "sampling needs POSIX timers with SIGEV_THREAD_ID (Linux)";
 #endif
 }
 
@@ -404,21 +429,21 @@ const char *pm_sampler_start (pm_Profiler *P) {
 ** takes it as soon as it runs with the signal unblocked.  If it keeps one
 ** (it blocks the signal, or never runs), the handler stays for good, and
 ** hands every signal on to the previous one. */
-void pm_sampler_stop (pm_Profiler *P) {
+void pm_sampler_stop (pm_Sampler *s) {
 #if PROF_TIMERS
   int i;
-  if (!P->has_timer)
+  if (!s->has_timer)
     return;
-  P->has_timer = 0;
-  if (this_thread() == P->tid) {
+  s->has_timer = 0;
+  if (this_thread() == s->tid) {
     sigset_t set, old;
     siginfo_t si;
     struct timespec zero = {0, 0};
     sigemptyset(&set);
     sigaddset(&set, PROF_SIGNAL);
     pthread_sigmask(SIG_BLOCK, &set, &old);
-    timer_delete(timers[P->slot]);
-    release_slot(P); /* its timer is free to reuse */
+    timer_delete(timers[s->slot]);
+    release_slot(s); /* its timer is free to reuse */
     while (sigtimedwait(&set, &si, &zero) == PROF_SIGNAL)
       if (si.si_code != SI_TIMER)
         chain(PROF_SIGNAL, &si, NULL); /* not ours: hand it on */
@@ -426,14 +451,14 @@ void pm_sampler_stop (pm_Profiler *P) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   } else {
     struct timespec pause = {0, 500000};
-    release_slot(P); /* no handler re-arms the timer after this */
-    timer_delete(timers[P->slot]);
-    for (i = 0; i < 100 && pending_on(P->tid); i++)
+    release_slot(s); /* no handler re-arms the timer after this */
+    timer_delete(timers[s->slot]);
+    for (i = 0; i < 100 && pending_on(s->tid); i++)
       nanosleep(&pause, NULL); /* up to 50 ms for it to run */
-    handler_release(pending_on(P->tid));
+    handler_release(pending_on(s->tid));
   }
 #else
-  (void)P;
+  (void)s;
 #endif
 }
 

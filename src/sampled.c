@@ -1,0 +1,129 @@
+/*
+** sampled.c -- sampled monitors (see sampled.h).
+*/
+#include "sampled.h"
+
+#include "frame.h"
+#include "resolve.h"
+#include "sampler.h"
+#include "stopwatch.h"
+#include "trap.h"
+
+/* The period asked of the tick timer: shorter than any scheduler tick, so
+** that a sample comes at every tick of the thread's CPU time (4 ms at
+** HZ=250), and never more often. */
+#define PM_SAMPLED_PERIOD_NS 1000000u
+
+/*
+** {======================================================
+** A sample: the stacks walked, their sets charged
+** =======================================================
+*/
+
+/* The set of the function of frame ar of T, or NULL for a C function
+** (it runs in its caller's set): from the address map, or resolved. */
+static const pm_Set *set_of (pm_State *S, lua_State *T, lua_Debug *ar) {
+  uintptr_t v = 0;
+  if (S->frame_direct)
+    v = pm_map_get(&S->e.known, pm_frame_function(ar->i_ci));
+  if (v == 0) {
+    lua_getinfo(T, "f", ar);
+    v = pm_resolve(S, T);
+    lua_pop(T, 1);
+  }
+  return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : NULL;
+}
+
+/* Charges the sets of T's frames, the top first; *self: the innermost Lua
+** frame is still to come (it is T's top one, or below). */
+static void walk (pm_State *S, lua_State *T, int *self) {
+  const pm_Set *last = NULL, *s;
+  lua_Debug ar;
+  int level = 0;
+  if (!lua_getstack(T, 0, &ar))
+    return;
+  for (;;) {
+    if ((s = set_of(S, T, &ar)) != NULL && s != last) {
+      pm_sw_sample_set(&S->e, s, *self);
+      *self = 0;
+      last = s;
+    }
+    if (S->frame_direct) { /* the caller's CallInfo; the bottom: base_ci */
+      const void *up = pm_frame_caller(ar.i_ci);
+      if (up == NULL || pm_frame_caller(up) == NULL)
+        break;
+      ar.i_ci = (struct CallInfo *)up;
+    } else if (!lua_getstack(T, ++level, &ar)) {
+      break;
+    }
+  }
+}
+
+/* L answers: its stack, then those of the coroutines that resumed it,
+** down to the main thread, where the chain of resumes can be read (else
+** L's alone). */
+static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
+  pm_State *S = sm->S;
+  lua_State *chain[PM_TRAP_CHAIN];
+  int n = 0, self = 1;
+  (void)weight; /* the CPU clock says how much */
+  if (!pm_sw_sample(&S->e, S->exact == 0))
+    return;
+  if (S->running_direct)
+    n = pm_trap_chain(S->main, S->co_f, chain);
+  while (n > 0 && chain[n - 1] != L)
+    n--;
+  if (n == 0)
+    walk(S, L, &self);
+  while (n > 0)
+    walk(S, chain[--n], &self);
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
+** Opening and closing
+** =======================================================
+*/
+
+const char *pm_sampled_open (pm_State *S) {
+  pm_Sampler *sm;
+  const char *err;
+  if (S->nsampled > 0) {
+    S->nsampled++;
+    return NULL;
+  }
+  if ((sm = pm_alloc(&S->e, sizeof(*sm))) == NULL)
+    return "not enough memory";
+  pm_sampler_init(sm, S, take);
+  sm->period_ns = PM_SAMPLED_PERIOD_NS;
+  sm->timer = PM_TIMER_TICK;
+  if ((err = pm_sampler_start(sm)) != NULL) {
+    pm_free(&S->e, sm, sizeof(*sm));
+    return err;
+  }
+  pm_sw_sampled(&S->e, 1);
+  S->sampled = sm;
+  S->samplers[PM_SAMPLER_MONITOR] = sm;
+  S->nsampled = 1;
+  return NULL;
+}
+
+void pm_sampled_free (pm_State *S) {
+  if (S->sampled == NULL)
+    return;
+  pm_sampler_stop(S->sampled);
+  S->samplers[PM_SAMPLER_MONITOR] = NULL;
+  pm_free(&S->e, S->sampled, sizeof(*S->sampled));
+  S->sampled = NULL;
+  S->nsampled = 0;
+  S->e.sampled = 0;
+}
+
+void pm_sampled_close (pm_State *S) {
+  if (S->nsampled > 0 && --S->nsampled == 0)
+    pm_sampled_free(S);
+}
+
+/* }====================================================== */

@@ -1,0 +1,28 @@
+/*
+** sampled.h -- sampled monitors: groups charged from samples of the stack.
+**
+** A sampled monitor sets no call/return hook.  The sampler (sampler.h)
+** signals the thread at most once a scheduler tick of its CPU time, on
+** the thread's CPU clock (the "tick" timer), and at the next instruction
+** the stack of the coroutine that runs, and of every coroutine that
+** resumed it, is walked: each group on it is charged the CPU time since
+** the last sample, once, and the innermost Lua frame's groups get it as
+** self time too (stopwatch.c, pm_sw_sample).  Events are still bracketed
+** by the markers, so the process's CPU time and jank histogram stay
+** exact; a group's time in an event is that of the samples in it.  While
+** an exact monitor is open its hook measures every group, and samples
+** charge nothing.
+*/
+#ifndef PM_SAMPLED_H
+#define PM_SAMPLED_H
+
+#include "state.h"
+
+/* A sampled monitor opens (the first starts the timer) or closes (the
+** last stops it).  Opening returns an error message or NULL. */
+const char *pm_sampled_open (pm_State *S);
+void pm_sampled_close (pm_State *S);
+/* lua_close: the timer stops, whatever monitors were left open. */
+void pm_sampled_free (pm_State *S);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+** sampler.h -- asking Lua for samples: the timer and its signal.
+**
+** Two things sample a lua_State: the profiler (profiler/), which keeps
+** stacks, and the sampled monitors (sampled.c), which charge groups.  Each
+** has a pm_Sampler: a one-shot POSIX timer that sends SIGPROF to the thread
+** that started it, after a period of wall time ("precise"), or at the
+** first scheduler tick after a period of the thread's CPU time ("tick"; see
+** timer_clock); the handler arms it again, later than a period when the
+** sampler's own cost was high (rearm), so that it never starves the
+** program.  Either way the handler only counts the whole periods of the
+** thread's CPU time and asks the hook for a count event at the next
+** instruction of the coroutine that runs and of the main thread
+** (pm_hook_request, async-signal-safe as lua_sethook is: ldebug.c says so,
+** and lua.c stops a script on Ctrl-C that way).  The hook answers at that
+** safe point by calling pm_sampler_answer, which calls the sampler's
+** `take`.  Everything the signal handler touches is here, in the fields
+** marked for it, and in the lua_State hook fields.
+*/
+#ifndef PM_SAMPLER_H
+#define PM_SAMPLER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "state.h"
+
+/* pm_Sampler.timer: the clock the timer runs on.  Either way the periods
+** are counted on the thread's CPU clock: only how often the handler gets
+** to count them differs. */
+enum {
+  PM_TIMER_PRECISE, /* CLOCK_MONOTONIC: a signal every period */
+  PM_TIMER_TICK /* the thread's CPU clock: at most one a scheduler tick */
+};
+
+typedef struct pm_Sampler pm_Sampler;
+struct pm_Sampler {
+  pm_State *S;
+  /* takes a sample of `weight` periods on L, at the hook's safe point */
+  void (*take)(pm_Sampler *s, lua_State *L, unsigned weight);
+  int hold; /* samples wait (the profiler's records are being read) */
+  /* read by the signal handler */
+  lua_State *volatile running; /* the coroutine running, where tracked */
+  int slot; /* of its timer in sampler.c's table */
+  atomic_int tag; /* the signal's value: the slot and a generation */
+  uint64_t period_ns;
+  int timer; /* PM_TIMER_* */
+  uint64_t cpu_mark; /* thread CPU time whose periods were counted */
+  uint64_t asked_cpu; /* thread CPU time at the last request */
+  atomic_uint pending; /* periods since the last sample */
+  atomic_int sampling; /* the hook is at work: no period is counted */
+  int has_timer;
+  /* the one-shot timer's pacing: when and for how long it was last armed,
+  ** the signal's latency seen lately, the hook's last sample */
+  uint64_t armed_at, armed_ns;
+  uint64_t latency_ns, latency_min;
+  int latency_n;
+  _Atomic(uint64_t) work_ns;
+  uint64_t throttled; /* times the timer was armed past a period */
+  long tid; /* the thread the timer signals, as gettid names it */
+  pthread_t owner; /* the same thread */
+};
+
+/* Readies a zeroed s for S, answered by take. */
+void pm_sampler_init (pm_Sampler *s, pm_State *S,
+                      void (*take)(pm_Sampler *, lua_State *, unsigned));
+/* Creates and arms s's timer, on the clock s->timer says, every
+** s->period_ns; returns an error message, or NULL. */
+const char *pm_sampler_start (pm_Sampler *s);
+/* Deletes s's timer: no handler uses s afterwards, and no tick of it can
+** meet SIGPROF's default action.  From any thread. */
+void pm_sampler_stop (pm_Sampler *s);
+/* The count event a timer asked for, on L: the hook answers every sampler
+** of S (S->samplers) with it. */
+void pm_sampler_answer (pm_Sampler *s, lua_State *L);
+
+#endif
