@@ -456,7 +456,49 @@ describe("plugin watcher", function()
     for _, x in ipairs(warnings) do assert.equal(busy.id, x.group.id) end
   end)
 
+  it("warns in sampled mode, then diagnoses with an exact monitor for escalate_ms", function()
+    truth.alone(pending)
+    local janky, jspin = plugin("pw-sampled-janky")
+    local quiet, qspin = plugin("pw-sampled-quiet")
+    local warnings, diagnoses = {}, {}
+    new { on_warning = function(w) warnings[#warnings + 1] = w end, alerts = 3,
+      mode = "sampled", escalate_ms = 150,
+      on_diagnosis = function(d) diagnoses[#diagnoses + 1] = d end }
+    assert.equal("sampled", watcher.configure().mode)
+    local info = core.info()
+    assert.equal(0, info.exact_monitors)
+    assert.is_true(info.sampled_monitors >= 2) -- the watcher's and the plugin watcher's
+    for _ = 1, 4 do perfmon.event(function() jspin(70); qspin(2) end) end
+    assert.equal(1, #warnings)
+    assert.equal(janky.id, warnings[1].group.id)
+    assert.is_true(warnings[1].diagnosing)
+    assert.equal(1, core.info().exact_monitors) -- the diagnosis runs
+    local t = core.wall_us() + 200 * MS
+    while core.wall_us() < t do perfmon.event(function() jspin(20); qspin(2) end) end
+    pws[1]:poll()
+    assert.equal(0, core.info().exact_monitors) -- and is over
+    assert.equal(1, #diagnoses)
+    local d = diagnoses[1]
+    assert.equal(janky.id, d.group.id)
+    assert.is_true(d.window_ms >= 150, "window " .. d.window_ms)
+    -- exact figures: janky's self time in the window, within the tolerance
+    -- of its 20 ms a event, and quiet's well below
+    assert.is_true(d.stats.self_us > 5 * d.snapshot.groups[quiet.id].self_us)
+    assert.equal(d.stats.events, d.snapshot.groups[quiet.id].events)
+    pws[1]:close()
+    assert.equal("exact", watcher.configure().mode) -- put back
+  end)
+
   it("rejects bad options, naming them", function()
+    assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "fast" } end,
+      "bad argument #1 to 'new' ('mode' must be \"exact\" or \"sampled\", got \"fast\")")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, escalate_ms = 100 } end,
+      "bad argument #1 to 'new' ('escalate_ms' needs mode = \"sampled\" (an exact watcher has the exact figures))")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = -1 } end,
+      "bad argument #1 to 'new' ('escalate_ms' must be a positive number of ms below 1e+12, got -1)")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", on_diagnosis = 1 } end,
+      "bad argument #1 to 'new' ('on_diagnosis' must be a function, got number)")
+    assert.equal(0, core.info().sampled_monitors) -- nothing left open
     assert.has_error(function() PluginWatcher.new() end,
       "bad argument #1 to 'new' (table expected, got nil)")
     assert.has_error(function() PluginWatcher.new {} end,
@@ -480,7 +522,7 @@ describe("plugin watcher", function()
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
     assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
-      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, ignore, kind, on_warning, time))")
+      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, escalate_ms, ignore, kind, mode, on_diagnosis, on_warning, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
       "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")

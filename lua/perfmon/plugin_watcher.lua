@@ -8,6 +8,11 @@
 -- window, and never when its name is on the ignore list.  Both are judged
 -- on self time by default: a dispatcher that calls a slow plugin spends
 -- the plugin's time inclusive of its own, but it is the plugin that is slow.
+--
+-- mode = "sampled" watches with sampled monitors (no call/return hook, the
+-- watcher's too), cheap enough to leave on; with escalate_ms, a warning
+-- then opens an exact monitor for that long, a diagnosis of exact figures
+-- handed to on_diagnosis, after which it closes.
 
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
@@ -23,6 +28,7 @@ local DEFAULTS = {
   cpu_window_ms = 10000,
   kind = "plugin", -- the kind of groups watched; "*" for all
   time = "self", -- or "inclusive": what counts as a plugin's time
+  mode = "exact", -- or "sampled": the monitors' (perfmon.monitor)
 }
 local SAMPLES_PER_WINDOW = 10 -- CPU samples taken per cpu_window_ms
 
@@ -45,9 +51,11 @@ local NUMBERS = {
   alerts_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
   cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
   cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
+  escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
 }
 
-local OPTION_NAMES = { on_warning = true, ignore = true }
+local OPTION_NAMES = { on_warning = true, ignore = true, escalate_ms = true,
+  on_diagnosis = true }
 for k in pairs(DEFAULTS) do OPTION_NAMES[k] = true end
 local VALID = {}
 for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
@@ -75,6 +83,16 @@ local function check_options(opts)
     elseif v ~= nil and not check[2](v) then -- false for NaN too
       arg_error(("'%s' must be %s, got %s"):format(k, check[1], tostring(v)))
     end
+  end
+  if opts.mode ~= nil and opts.mode ~= "exact" and opts.mode ~= "sampled" then
+    arg_error(("'mode' must be \"exact\" or \"sampled\", got %s"):format(
+      type(opts.mode) == "string" and ("%q"):format(opts.mode) or type(opts.mode)))
+  end
+  if opts.escalate_ms ~= nil and opts.mode ~= "sampled" then
+    arg_error("'escalate_ms' needs mode = \"sampled\" (an exact watcher has the exact figures)")
+  end
+  if opts.on_diagnosis ~= nil and type(opts.on_diagnosis) ~= "function" then
+    arg_error("'on_diagnosis' must be a function, got " .. type(opts.on_diagnosis))
   end
   if opts.time ~= nil and opts.time ~= "self" and opts.time ~= "inclusive" then
     arg_error(("'time' must be \"self\" or \"inclusive\", got %s"):format(
@@ -105,14 +123,19 @@ end
 
 --- Starts watching.  opts: on_warning (required: called with each
 -- warning), alerts, alerts_window_ms, cpu_percent, cpu_window_ms, kind,
--- time, ignore (a list of group names).
+-- time, ignore (a list of group names), mode ("exact" or "sampled"; the
+-- watcher's mode is set to it while this plugin watcher runs),
+-- escalate_ms and on_diagnosis (sampled mode: see _diagnose).
 function PluginWatcher.new(opts)
   check_options(opts)
   local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
-    alert_times = {}, warned = {}, samples = {}, closed = false }, PluginWatcher)
+    alert_times = {}, warned = {}, samples = {}, closed = false,
+    escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis }, PluginWatcher)
   for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
   for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
-  self.monitor = perfmon.monitor { "jank" }
+  self.watcher_mode = watcher.configure().mode
+  watcher.configure { mode = self.mode }
+  self.monitor = perfmon.monitor { "jank", mode = self.mode }
   self.on_alerts = function(batch) self:_alerts(batch) end
   self.on_tick = function() self:poll() end
   watcher.add_listener("*", self.on_alerts)
@@ -131,7 +154,29 @@ function PluginWatcher:_warn(source, now, window_ms, w)
   if last and now - last < window_ms * 1000 then return end
   self.warned[source.id] = now
   w.group, w.window_ms = source, window_ms
+  if self.escalate_ms and not self.diagnosis then
+    -- exact figures for escalate_ms: the next poll after it ends them
+    local m = perfmon.monitor { "jank" }
+    self.diagnosis = { monitor = m, since = now, before = m:snapshot(), warning = w }
+    w.diagnosing = true
+  end
   self.on_warning(w)
+end
+
+-- The diagnosis window is over: its exact figures (a snapshot of the
+-- window: subtract's) go to on_diagnosis with the warning that began it,
+-- and its monitor closes (the hook with it, unless another is open).
+function PluginWatcher:_diagnose(now, force)
+  local d = self.diagnosis
+  if not d or (not force and now - d.since < self.escalate_ms * 1000) then return end
+  self.diagnosis = nil
+  local diff = d.monitor:snapshot():subtract(d.before)
+  d.monitor:close()
+  if self.on_diagnosis then
+    self.on_diagnosis { warning = d.warning, group = d.warning.group,
+      window_ms = (now - d.since) / 1000, snapshot = diff,
+      stats = diff.groups[d.warning.group.id] }
+  end
 end
 
 -- An alert may stand for several events (merged while buffered): each
@@ -175,6 +220,7 @@ function PluginWatcher:poll()
   check_self(self, "poll")
   if self.closed then error("poll: the plugin watcher is closed", 2) end
   local now = core.wall_us()
+  self:_diagnose(now)
   local snap = self.monitor:snapshot()
   local samples = self.samples
   samples[#samples + 1] = { time = now, snap = snap }
@@ -216,6 +262,9 @@ function PluginWatcher:close()
   self.closed = true
   watcher.remove_listener("*", self.on_alerts)
   watcher.remove_ticker(self.on_tick)
+  if self.diagnosis then self.diagnosis.monitor:close() end
+  self.diagnosis = nil
+  watcher.configure { mode = self.watcher_mode }
   self.monitor:close()
 end
 

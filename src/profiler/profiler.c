@@ -105,7 +105,8 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
     pm_profiler_stop(L, other, anchor + 1, PM_PROF_FORCED);
   pm_records_limit(&P->r, (int)max_samples); /* a new one empties the ring */
   pm_sample_set_running(L, idx); /* an existing key */
-  pm_coroutines_patch(L, anchor);
+  if (!S->running_direct) /* else the sampler reads the chain of resumes */
+    pm_coroutines_patch(L, anchor);
   P->fast = S->frame_direct;
   P->interval_us = (double)rate_us;
   S->profiler = P;

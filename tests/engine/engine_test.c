@@ -539,6 +539,67 @@ static void test_upvalue_links (void) {
   unmonitor(JANK);
 }
 
+/*
+** {======================================================
+** Samples (sampled mode)
+** =======================================================
+*/
+
+/* One sample of the stack: its sets, the innermost first. */
+static int sample (int charge, const pm_Set *inner, const pm_Set *outer) {
+  if (!pm_sw_sample(&E, charge))
+    return 0;
+  pm_sw_sample_set(&E, inner, 1);
+  if (outer != NULL)
+    pm_sw_sample_set(&E, outer, 0);
+  return 1;
+}
+
+/* 1 ms before an event, then A alone for 3 ms (a sample, A twice on the
+** stack), A calling B for
+** 2 ms (a sample), 1 ms more before the event ends.  Totals take each
+** sample's whole span; the event's durations only its part in the event,
+** and the last sample's groups the time after it. */
+static void test_samples (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK);
+  plugins(&a, &sa, &b, &sb);
+  pm_sw_sampled(&E, 1);
+  fake_advance(1000, 1000);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  fake_advance(3000, 3000);
+  CHECK(sample(1, sa, sa)); /* A -> A: charged once */
+  fake_advance(2000, 2000);
+  CHECK(sample(1, sb, sa));
+  fake_advance(1000, 1000);
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 6000);
+  NEAR(self(a), 4000);
+  NEAR(cpu(b), 2000);
+  NEAR(self(b), 2000);
+  NEAR(E.process.cpu.cpu_us, 7000);
+  CHECK(a->total.events == 1 && b->total.events == 1);
+  NEAR(a->total.event_us, 6000);
+  NEAR(a->total.self_event_us, 3000);
+  NEAR(b->total.event_us, 3000);
+  NEAR(b->total.self_event_us, 3000);
+  CHECK(a->total.durations[2] == 1 && a->total.durations[3] == 0);
+  CHECK(a->total.self_durations[1] == 1 && a->total.self_durations[2] == 0);
+  /* an exact monitor open, or a quiet region: samples charge nothing */
+  fake_advance(1000, 1000);
+  CHECK(!sample(0, sa, NULL));
+  pm_sw_quiet(&E, 1);
+  fake_advance(1000, 1000);
+  CHECK(!sample(1, sa, NULL));
+  pm_sw_quiet(&E, 0);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 6000);
+  pm_sw_sampled(&E, 0);
+  unmonitor(JANK);
+}
+
 /* }====================================================== */
 
 int main (void) {
@@ -557,6 +618,7 @@ int main (void) {
       {"lifetimes", test_lifetimes},
       {"upvalue_links", test_upvalue_links},
       {"sets_out_of_memory", test_sets_out_of_memory},
+      {"samples", test_samples},
   };
   return run_tests(tests, sizeof(tests) / sizeof(tests[0]));
 }
