@@ -1,32 +1,47 @@
 --- bench/run.lua: what perfmon costs.
 --
--- Runs each workload in three modes:
---   none     no hook at all
---   noop     a call/return hook that does nothing (build/noophook.so): the
---            floor any call/return hook pays
---   perfmon  a monitor holding "jank" and "ticks", every plugin attached to
---            its own group, each event of the workload run by perfmon.event
+-- Runs each workload in five modes:
+--   none      no hook at all
+--   noop      a call/return hook that does nothing (build/noophook.so): the
+--             floor any call/return hook pays
+--   exact     a monitor holding "jank" and "ticks", every plugin attached to
+--             its own group, each event of the workload run by perfmon.event
+--   sampled   the same monitor opened with mode = "sampled": no call/return
+--             hook, the groups charged from samples on the thread's CPU-clock
+--             "tick" timer.  A core without that mode rejects the field or
+--             ignores it and opens an exact monitor, whose call/return hook
+--             gives it away; the column then reads n/a rather than a second
+--             copy of exact.
+--   profiler  perfmon.profiler at 1 kHz on its "tick" timer, no monitor
 -- The plugins are loaded once, into their own sandboxes and groups, and run
--- the same code in all three modes; only the hook and the event driver
+-- the same code in every mode; only the hook or timer and the event driver
 -- (perfmon.event, or a plain call) differ.
 --
 -- The machine is shared and its speed drifts by up to 2x over seconds, so
 -- medians of each mode's own series mostly measure the drift.  The ratios
 -- are taken side by side instead: each timed run is a slice, 1/K of the
--- full-size workload (--slices, K = 8: ~50 ms), and a round runs the three
--- modes back to back on slices, forward (none, noop, perfmon) in odd rounds
--- and reversed in even ones.  A pair of adjacent rounds gives one ratio per
--- mode pair, the ratio of the two rounds' sums: every mode's mean position
--- in the pair is the same, so a drift linear over the pair cancels.  The
--- figures are medians over the pairs, with the interquartile range of
--- perfmon/noop to show how much pairs disagree.  Times in ms are median slice
--- times scaled back to a full-size run.  The profiler table (1 kHz, editor
--- workload) is measured the same way; then memory figures.
+-- full-size workload (--slices, K = 8: ~50 ms), and a round runs the five
+-- modes back to back on slices, forward (none, noop, exact, sampled,
+-- profiler) in odd rounds and reversed in even ones.  A pair of adjacent
+-- rounds gives one ratio per mode pair, the ratio of the two rounds' sums:
+-- every mode's mean position in the pair is the same, so a drift linear
+-- over the pair cancels.  The figures are medians over the pairs of each
+-- mode's ratio to none and of exact's and sampled's to noop, each with the
+-- interquartile range of its per-pair ratios to show how much pairs
+-- disagree.  Times in ms are median slice times scaled back to a full-size
+-- run.  The profiler table (1 kHz, editor workload: the precise timer, the
+-- tick timer, each with and without the exact monitor) is measured the same
+-- way; then memory figures.  --quick over every workload takes ~15 s on
+-- the 2-core VM of docs/performance.md.
 --
 -- Run it with bench/run, which builds first; by hand:
 --   LUA_PATH_5_4="lua/?.lua;lua/?/init.lua;;" LUA_CPATH_5_4="build/?.so;;" \
 --     lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME,...]
 -- bench/instructions counts instructions of the same runs under callgrind.
+
+-- While a monitor is open, perfmon's debug.gethook hides perfmon's own hook;
+-- the library's, kept before perfmon loads, shows it (the sampled check).
+local raw_gethook = debug.gethook
 
 local USAGE = [==[
 usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME...]]
@@ -41,11 +56,13 @@ usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME
                one) and 3 repetitions, for a check in under 30 s
   --only LIST  run only these workloads (fib, editor, coroutines, tables,
                groups1000); the memory section always runs
-  --mode MODE  run the workloads in one mode only (none, noop, perfmon,
-               profiler: perfmon.profiler at 1 kHz and no monitor, or tick:
-               the same on its "tick" timer), N whole runs (not slices),
-               print each run's time and nothing else: for a profiler, e.g.
-               perf record lua5.4 bench/run.lua --only editor --mode perfmon]==]
+  --mode MODE  run the workloads in one mode only (none, noop, exact, sampled;
+               profiler: perfmon.profiler at 1 kHz on its precise timer and
+               no monitor; tick: the same on its "tick" timer, the table's
+               profiler column; perfmon: the old name of exact), N whole
+               runs (not slices), print each run's time and nothing else:
+               for a profiler, e.g.
+               perf record lua5.4 bench/run.lua --only editor --mode exact]==]
 
 local WORKLOADS = { "fib", "editor", "coroutines", "tables", "groups1000" }
 
@@ -68,8 +85,9 @@ do
       opts.only = {}
       for name in arg[i + 1]:gmatch("[^,]+") do opts.only[name] = true end
       i = i + 1
-    elseif a == "--mode" and ({ none = 1, noop = 1, perfmon = 1, profiler = 1, tick = 1 })[arg[i + 1]] then
-      opts.mode = arg[i + 1]
+    elseif a == "--mode" and ({ none = 1, noop = 1, exact = 1, sampled = 1, profiler = 1,
+                                tick = 1, perfmon = 1 })[arg[i + 1]] then
+      opts.mode = arg[i + 1] == "perfmon" and "exact" or arg[i + 1]
       i = i + 1
     elseif a == "-h" or a == "--help" then
       print(USAGE)
@@ -127,7 +145,41 @@ for i, name in ipairs(WORKLOADS) do workloads[i] = require("workloads." .. name)
 
 local function direct(fn, ...) return fn(...) end
 
-local MODES = { "none", "noop", "perfmon" }
+-- The monitor of each monitor mode.
+local MONITORS = {
+  exact = { "jank", "ticks" },
+  sampled = { "jank", "ticks", mode = "sampled" },
+}
+
+-- Whether this core has the sampled mode, and if not why not: a monitor
+-- opened with it must set no call/return hook.  An older core raises on the
+-- field or ignores it.
+local function has_sampled()
+  local ok, mon = pcall(perfmon.monitor, MONITORS.sampled)
+  if not ok then return false, "perfmon.monitor raised: " .. tostring(mon) end
+  local _, mask = raw_gethook()
+  mon:close()
+  if (mask or ""):find("[cr]") then
+    return false, "mode = \"sampled\" was ignored: the monitor set a call/return hook"
+  end
+  return true
+end
+-- Asked only where sampled is timed, so that a --mode run opens no monitor
+-- but its own.
+local SAMPLED, NO_SAMPLED = false, nil
+if not opts.mode or opts.mode == "sampled" then SAMPLED, NO_SAMPLED = has_sampled() end
+if opts.mode == "sampled" and not SAMPLED then
+  io.stderr:write("bench: --mode sampled: this core has no sampled mode (", NO_SAMPLED, ")\n")
+  os.exit(2)
+end
+
+-- The table's columns, in round order; MODES, the ones timed, leave out
+-- sampled on a core without it.
+local COLUMNS = { "none", "noop", "exact", "sampled", "profiler" }
+local MODES = {}
+for _, mode in ipairs(COLUMNS) do
+  if mode ~= "sampled" or SAMPLED then MODES[#MODES + 1] = mode end
+end
 
 local function assert_no_hook(where)
   if debug.gethook() ~= nil then
@@ -135,9 +187,30 @@ local function assert_no_hook(where)
   end
 end
 
+-- Runs w once under perfmon.profiler at 1 kHz, with or without the exact
+-- monitor, on timer ("precise" or "tick"; default precise); returns its
+-- CPU seconds, checksum, sampling periods and samples taken.
+local function profiled(w, with_monitor, timer)
+  collectgarbage("collect")
+  local p = require("perfmon.profiler").new()
+  local mon = with_monitor and perfmon.monitor(MONITORS.exact)
+  p:start(1000, nil, { timer = timer })
+  local t0 = os.clock()
+  local sum = w.run(with_monitor and perfmon.event or direct)
+  local t1 = os.clock()
+  p:stop()
+  if mon then mon:close() end
+  assert_no_hook("after the profiler")
+  return t1 - t0, sum, p:results().samples, #p:samples()
+end
+
 -- Runs w once in mode; returns its CPU seconds and checksum.  With check,
--- the perfmon mode also takes snapshots around the run (untimed use only).
+-- a monitor mode also takes snapshots around the run (untimed use only).
 local function run_mode(w, mode, check)
+  if mode == "profiler" then
+    local t, sum = profiled(w, false, "tick")
+    return t, sum
+  end
   collectgarbage("collect")
   assert_no_hook("before a run")
   local t0, t1, sum, d
@@ -152,7 +225,7 @@ local function run_mode(w, mode, check)
     t1 = os.clock()
     noophook.clear()
   else
-    local mon = perfmon.monitor{ "jank", "ticks" }
+    local mon = perfmon.monitor(MONITORS[mode])
     local before = check and mon:snapshot()
     t0 = os.clock()
     sum = w.run(perfmon.event)
@@ -162,23 +235,6 @@ local function run_mode(w, mode, check)
   end
   assert_no_hook("after mode " .. mode)
   return t1 - t0, sum, d
-end
-
--- Runs w once under perfmon.profiler at 1 kHz, with or without a monitor,
--- on timer ("precise" or "tick"; default precise); returns its CPU
--- seconds, checksum, sampling periods and samples taken.
-local function profiled(w, with_monitor, timer)
-  collectgarbage("collect")
-  local p = require("perfmon.profiler").new()
-  local mon = with_monitor and perfmon.monitor{ "jank", "ticks" }
-  p:start(1000, nil, { timer = timer })
-  local t0 = os.clock()
-  local sum = w.run(with_monitor and perfmon.event or direct)
-  local t1 = os.clock()
-  p:stop()
-  if mon then mon:close() end
-  assert_no_hook("after the profiler")
-  return t1 - t0, sum, p:results().samples, #p:samples()
 end
 
 -- Rounds for opts.reps full-size runs' worth of slices (factor slices a
@@ -238,6 +294,12 @@ else
     :format(opts.reps, opts.slices))
   print(("     order alternating, after a warm-up slice per mode; %s sizes; os.clock CPU time")
     :format(opts.quick and "--quick (1/4)" or "full"))
+  print('modes: none, noop (a no-op call/return hook), exact (monitor{ "jank", "ticks" }),')
+  print('       sampled (the same with mode = "sampled"), profiler (1 kHz, tick timer, no monitor)')
+  if not SAMPLED then
+    print("sampled: n/a (this core has no sampled mode)")
+    print("         (" .. NO_SAMPLED .. ")")
+  end
 end
 print()
 
@@ -274,6 +336,19 @@ if opts.mode then -- one mode, for a profiler: full-size runs, no tables
   os.exit(0)
 end
 
+-- What a monitor's warm-up slice charged: d, the snapshots' difference, t
+-- its os.clock time.
+local function charged(inst, d, t)
+  local n, ticks = 0, 0
+  for _, g in ipairs(inst.groups) do
+    local st = d.groups[g.id]
+    if st and st.cpu_us > 0 then n = n + 1 end
+    if st then ticks = ticks + st.ticks end
+  end
+  return ("%d/%d groups charged, %d ticks, cpu_us %.1f (os.clock %.1f) ms")
+    :format(n, #inst.groups, ticks, d.process.cpu_us / 1000, t * 1000)
+end
+
 local results = {}
 local thousand_memory -- groups1000's figures, for the memory section
 local started = os.clock()
@@ -288,11 +363,12 @@ for _, w in ipairs(workloads) do
     inst.factor = full / slice
     inst.rounds = rounds_for(inst.factor)
     -- Warm-up: a slice per mode, untimed; checksums must agree.
-    local sums, check, check_t = {}, nil, nil
+    local sums = {}
+    inst.checks = {}
     for _, mode in ipairs(MODES) do
       local t, sum, d = run_mode(inst, mode, true)
       sums[mode] = sum
-      if d then check, check_t = d, t end
+      if d then inst.checks[mode] = charged(inst, d, t) end
     end
     for _, mode in ipairs(MODES) do
       if sums[mode] ~= sums.none then
@@ -301,14 +377,6 @@ for _, w in ipairs(workloads) do
       end
     end
     inst.sum = sums.none
-    local charged, ticks = 0, 0
-    for _, g in ipairs(inst.groups) do
-      local st = check.groups[g.id]
-      if st and st.cpu_us > 0 then charged = charged + 1 end
-      if st then ticks = ticks + st.ticks end
-    end
-    inst.check = ("%d/%d groups charged, %d ticks, process cpu_us %.1f ms (os.clock %.1f ms)")
-      :format(charged, #inst.groups, ticks, check.process.cpu_us / 1000, check_t * 1000)
     inst.times = stats.interleave(MODES, inst.rounds, function(mode)
       local t, sum = run_mode(inst, mode)
       assert(sum == inst.sum, "bench: checksum changed between runs")
@@ -322,45 +390,96 @@ end
 
 local function ms(t) return t * 1000 end
 
+-- A table row: the workload, then the cells, each in a field of fmt.
+local function tabulate(name, fmt, cells)
+  local out = { ("%-11s"):format(name) }
+  for _, c in ipairs(cells) do out[#out + 1] = fmt:format(c) end
+  return (table.concat(out):gsub("%s+$", ""))
+end
+
+-- "median [q1-q3]" of a stats.paired result; n/a for a mode not timed.
+local function ratio(q) return q and ("%.2f [%s]"):format(q.median, iqr(q)) or "n/a" end
+
+-- The monitors' modes, compared with the no-op hook too: the floor under
+-- exact's hook, and what sampled saves by having none.
+local MONITOR_MODES = { "exact", "sampled" }
+
 if #results > 0 then
-  print(("%-11s %9s %9s %9s  %9s %9s %9s  %6s  %8s  %9s"):format(
-    "workload", "none ms", "noop ms", "perfmon", "perf/noop", "perf/none", "noop/none", "spread",
-    "best p/n", "p/n IQR"))
   for _, r in ipairs(results) do
-    local m, fastest = {}, {}
-    local spread = 0
+    r.median, r.fastest, r.spread = {}, {}, 0
     for _, mode in ipairs(MODES) do
       local xs = r.times[mode]
-      m[mode], fastest[mode] = median(xs), best(xs)
-      spread = math.max(spread, (stats.max(xs) - fastest[mode]) / m[mode])
+      r.median[mode], r.fastest[mode] = median(xs), best(xs)
+      r.spread = math.max(r.spread, (stats.max(xs) - r.fastest[mode]) / r.median[mode])
     end
-    r.median = m
-    r.pn = stats.paired(r.times, "perfmon", "noop")
-    r.pz = stats.paired(r.times, "perfmon", "none")
-    r.nz = stats.paired(r.times, "noop", "none")
-    print(("%-11s %9.1f %9.1f %9.1f  %9.2f %9.2f %9.2f  %5.0f%%  %8.2f  %9s"):format(
-      r.name, ms(m.none * r.factor), ms(m.noop * r.factor), ms(m.perfmon * r.factor),
-      r.pn.median, r.pz.median, r.nz.median, spread * 100,
-      fastest.perfmon / fastest.noop, iqr(r.pn)))
+    r.vs_none, r.vs_noop = {}, {}
+    for _, mode in ipairs(MODES) do
+      if mode ~= "none" then r.vs_none[mode] = stats.paired(r.times, mode, "none") end
+    end
+    for _, mode in ipairs(MONITOR_MODES) do
+      if r.times[mode] then r.vs_noop[mode] = stats.paired(r.times, mode, "noop") end
+    end
+  end
+
+  print("time of a full-size run, ms")
+  local head = table.move(COLUMNS, 1, #COLUMNS, 1, {})
+  head[#head + 1] = "spread"
+  print(tabulate("workload", " %9s", head))
+  for _, r in ipairs(results) do
+    local cells = {}
+    for i, mode in ipairs(COLUMNS) do
+      cells[i] = r.median[mode] and ("%.1f"):format(ms(r.median[mode] * r.factor)) or "n/a"
+    end
+    cells[#cells + 1] = ("%.0f%%"):format(r.spread * 100)
+    print(tabulate(r.name, " %9s", cells))
+  end
+  print()
+  print("x none: median [IQR] of the per-pair ratios")
+  print(tabulate("workload", "  %-17s", table.move(COLUMNS, 2, #COLUMNS, 1, {})))
+  for _, r in ipairs(results) do
+    local cells = {}
+    for i = 2, #COLUMNS do cells[i - 1] = ratio(r.vs_none[COLUMNS[i]]) end
+    print(tabulate(r.name, "  %-17s", cells))
+  end
+  print()
+  print("x noop: median [IQR] of the per-pair ratios, and fastest slice / fastest noop slice")
+  print(tabulate("workload", "  %-17s", { "exact", "sampled", "best exact", "best sampled" }))
+  for _, r in ipairs(results) do
+    local cells = {}
+    for i, mode in ipairs(MONITOR_MODES) do
+      cells[i] = ratio(r.vs_noop[mode])
+      cells[#MONITOR_MODES + i] = r.fastest[mode] and ("%.2f"):format(r.fastest[mode] / r.fastest.noop)
+        or "n/a"
+    end
+    print(tabulate(r.name, "  %-17s", cells))
   end
   print()
   print("ms = median time of a slice x (full size / slice size): a full-size run's CPU time (os.clock);")
-  print("ratios = median over pairs of adjacent rounds (a round: none, noop, perfmon on a slice each,")
-  print("  back to back, reversed every other round) of the ratio of the pair's two-run sums;")
-  print("p/n IQR = 25th-75th percentile of those per-pair perf/noop ratios (their spread, not an error")
-  print("  bar of the median); spread = largest (max - min) / median of a mode's slice times, drift included;")
-  print("best p/n = fastest perfmon slice / fastest noop slice (what interference from other work inflates least)")
+  print("  spread = largest (max - min) / median of a mode's slice times, drift included")
+  print("ratios = median over pairs of adjacent rounds (a round: every mode on a slice, back to back,")
+  print("  reversed every other round) of the ratio of the pair's two-run sums; [IQR] = 25th-75th")
+  print("  percentile of those per-pair ratios (their spread, not an error bar of the median)")
+  print("best = fastest slice of the mode / fastest noop slice (what interference inflates least)")
   for _, r in ipairs(results) do
     print(("  %-11s %s"):format(r.name, r.what))
-    print(("  %-11s %d rounds (%d pairs) of slices of 1/%.3g; perfmon warm-up (a slice): %s")
-      :format("", r.rounds, r.pn.n, r.factor, r.check))
+    print(("  %-11s %d rounds (%d pairs) of slices of 1/%.3g"):format("", r.rounds, r.rounds // 2,
+      r.factor))
+    for _, mode in ipairs(MONITOR_MODES) do
+      if r.checks[mode] then
+        print(("  %-11s %s warm-up: %s"):format("", mode, r.checks[mode]))
+      end
+    end
     if r.calls then
       -- The increments come from the paired ratios, not from differences of
       -- medians of separate series, which the drift dominates.
       local ns = r.median.none / r.calls * 1e9
-      print(("  %-11s %d calls a full-size run: %.1f ns/call no hook, +%.1f ns no-op hook, +%.1f ns perfmon")
-        :format("", math.floor(r.calls * r.factor + 0.5), ns, ns * (r.nz.median - 1),
-                ns * (r.pz.median - 1)))
+      local more = {}
+      for i = 2, #MODES do
+        more[i - 1] = ("%s %+.1f"):format(MODES[i], ns * (r.vs_none[MODES[i]].median - 1))
+      end
+      print(("  %-11s %d calls a full-size run: %.1f ns/call with no hook, and more a call (ns):")
+        :format("", math.floor(r.calls * r.factor + 0.5), ns))
+      print(("  %-11s %s"):format("", table.concat(more, ", ")))
     end
   end
   print()
@@ -372,11 +491,11 @@ end
 
 -- none, the profiler (perfmon.profiler, p:start(1000), no monitor), the
 -- profiler on its "tick" timer (p:start(1000, nil, { timer = "tick" })),
--- perfmon, and each profiler under perfmon's monitor, on editor slices in
--- paired rounds like the table above; the profilers are compared with
--- none, the profilers under the monitor with perfmon alone.  "timer signal
--- alone" is the floor of the precise timer: the same 1 kHz SIGPROF timer
--- with a handler that only reads the thread's CPU clock, which on a
+-- the exact monitor, and each profiler under it, on editor slices in
+-- paired rounds like the tables above; the profilers are compared with
+-- none, the profilers under the monitor with the monitor alone.  "timer
+-- signal alone" is the floor of the precise timer: the same 1 kHz SIGPROF
+-- timer with a handler that only reads the thread's CPU clock, which on a
 -- virtual machine costs a few percent by itself (each tick is a timer
 -- interrupt, a signal frame and a return).  The tick timer has no such
 -- floor: the kernel checks it at its scheduler tick, which comes anyway.
@@ -401,7 +520,7 @@ if editor then
     return t1 - t0, sum
   end
   local periods, taken, cpu = {}, {}, {}
-  local function sampled(mode, with_monitor, timer)
+  local function with_profiler(mode, with_monitor, timer)
     local t, sum, n, k = profiled(editor, with_monitor, timer)
     for list, v in pairs{ [periods] = n, [taken] = k, [cpu] = t } do
       list[mode] = list[mode] or {}
@@ -412,13 +531,13 @@ if editor then
   local time = {
     none = function() return checked(run_mode(editor, "none")) end,
     floor = function() return checked(floor(editor)) end,
-    profiler = function() return sampled("profiler", false, "precise") end,
-    tick = function() return sampled("tick", false, "tick") end,
-    perfmon = function() return checked(run_mode(editor, "perfmon")) end,
-    both = function() return sampled("both", true, "precise") end,
-    both_tick = function() return sampled("both_tick", true, "tick") end,
+    profiler = function() return with_profiler("profiler", false, "precise") end,
+    tick = function() return with_profiler("tick", false, "tick") end,
+    exact = function() return checked(run_mode(editor, "exact")) end,
+    both = function() return with_profiler("both", true, "precise") end,
+    both_tick = function() return with_profiler("both_tick", true, "tick") end,
   }
-  local modes = { "none", "floor", "profiler", "tick", "perfmon", "both", "both_tick" }
+  local modes = { "none", "floor", "profiler", "tick", "exact", "both", "both_tick" }
   if not noophook.timer_start then table.remove(modes, 2) end
   profiled(editor, false) -- warm-up
   profiled(editor, true, "tick")
@@ -437,15 +556,15 @@ if editor then
   if noophook.timer_start then row("timer signal alone", "floor", "none") end
   row("profiler", "profiler", "none")
   row("profiler, tick timer", "tick", "none")
-  row("perfmon", "perfmon", "none")
-  row("perfmon + profiler", "both", "perfmon")
-  row("perfmon + tick timer", "both_tick", "perfmon")
+  row("exact monitor", "exact", "none")
+  row("exact + profiler", "both", "exact")
+  row("exact + tick timer", "both_tick", "exact")
   print(("  %d rounds (%d pairs) of the %d modes on slices of 1/%.3g, order reversed every other round;")
     :format(editor.rounds, editor.rounds // 2, #modes, editor.factor))
   print("  ms = median slice x (full size / slice size); ratio = median over pairs of adjacent rounds of")
   print("  the ratio of the pair's sums; IQR = 25th-75th percentile of those ratios; best = fastest / fastest")
-  local names = { profiler = "profiler", tick = "tick timer", both = "perfmon + profiler",
-                  both_tick = "perfmon + tick timer" }
+  local names = { profiler = "profiler", tick = "tick timer", both = "exact + profiler",
+                  both_tick = "exact + tick timer" }
   print("  sampling periods counted, of the ms of CPU from start to stop (1 a ms at most: periods")
   print("  after the last signal before stop are not counted), and samples taken, a slice on average:")
   for _, k in ipairs{ "profiler", "tick", "both", "both_tick" } do
