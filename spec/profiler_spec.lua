@@ -412,7 +412,12 @@ describe("perfmon.profiler", function()
       local resume, wrap = coroutine.resume, coroutine.wrap
       p = Profiler.new()
       p:start()
-      assert.are_not.equal(resume, coroutine.resume)
+      if perfmon.info().running == "resumes" then
+        -- the chain of resumes says which coroutine runs: nothing replaced
+        assert.are.equal(resume, coroutine.resume)
+      else
+        assert.are_not.equal(resume, coroutine.resume)
+      end
       local w = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) error("boom " .. b) end)
       assert.are.equal(2, w(1))
       local ok, err = pcall(w, 7)
