@@ -1,12 +1,15 @@
 /*
 ** noophook.c -- a call/return hook that does nothing, for bench/run.lua.
 **
-** require("noophook").set() installs it on the calling thread, clear()
-** removes it.  Coroutines created while it is set inherit it from their
-** creator (lua_newthread copies the hook), which is how the coroutine
-** workloads get it: set it before they create their coroutines.  This is
-** the floor any call/return hook pays: Lua's own cost of calling a C hook
-** on every call and return, with nothing done inside.
+** require("noophook").set() installs it on the calling thread, set(co) on
+** coroutine co, clear() removes it from the calling thread, isset([co])
+** tells whether it is there.  Coroutines created while it is set inherit
+** it from their creator (lua_newthread copies the hook), which is how the
+** coroutine workloads get it: set it before they create their coroutines.
+** A host whose coroutines exist already (Prosody: bench/mod_noophook.lua)
+** gives it to each.  This is the floor any call/return hook pays: Lua's own
+** cost of calling a C hook on every call and return, with nothing done
+** inside.
 **
 ** timer_start(us) / timer_stop() are the same floor for the sampling
 ** profiler: a POSIX timer sending SIGPROF to the calling thread every us
@@ -30,8 +33,15 @@ static void noop (lua_State *L, lua_Debug *ar) {
   (void)ar;
 }
 
+/* The coroutine argument 1 names, the calling thread without one. */
+static lua_State *thread_arg (lua_State *L) {
+  lua_State *co = lua_isnoneornil(L, 1) ? L : lua_tothread(L, 1);
+  luaL_argexpected(L, co != NULL, 1, "coroutine");
+  return co;
+}
+
 static int l_set (lua_State *L) {
-  lua_sethook(L, noop, LUA_MASKCALL | LUA_MASKRET, 0);
+  lua_sethook(thread_arg(L), noop, LUA_MASKCALL | LUA_MASKRET, 0);
   return 0;
 }
 
@@ -40,9 +50,10 @@ static int l_clear (lua_State *L) {
   return 0;
 }
 
-/* Whether the calling thread has this hook. */
+/* Whether the thread (the calling one without an argument) has this
+** hook. */
 static int l_isset (lua_State *L) {
-  lua_pushboolean(L, lua_gethook(L) == noop);
+  lua_pushboolean(L, lua_gethook(thread_arg(L)) == noop);
   return 1;
 }
 
