@@ -29,7 +29,14 @@ local saved = module.saved_state or {};
 local registry = saved.registry or {}; -- name -> { group, prefix, instances = { [host] = { group, env } } }
 local route = saved.route; -- the loop's turns, once installed
 
-local monitor = perfmon.monitor { "jank", "ticks" };
+-- perfmon.monitor's mode: "exact" follows every call and return, "sampled"
+-- costs less.  A mode it does not know fails the load before this module
+-- sets anything up, and Prosody logs the error.
+local mode = module:get_option_string("perfmon_mode", "exact");
+if mode ~= "exact" and mode ~= "sampled" then
+	error(("mod_perfmon: perfmon_mode = %q is not understood, expecting \"exact\" or \"sampled\""):format(mode), 0);
+end
+local monitor = perfmon.monitor(mode == "sampled" and { "jank", "ticks", mode = "sampled" } or { "jank", "ticks" });
 
 ---------------------------------------------------------------------------
 -- Modules as groups

@@ -16,8 +16,10 @@
 -- the idle one's (the admin shell's table, which lists it first), a
 -- warning about it and about no other module; unloaded, it leaves the
 -- table.  Then the same with mod_perfmon loaded into the running server
--- after every other module.  Exits 77 (skipped) without Prosody.  Every wait is bounded; the
--- server is stopped by its PID.
+-- after every other module; and a server with perfmon_mode set to a mode
+-- mod_perfmon does not know: an error in the log naming the option, and no
+-- mod_perfmon.  Exits 77 (skipped) without Prosody.  Every wait is
+-- bounded; the server is stopped by its PID.
 --
 -- "cost" measures what mod_perfmon costs that server instead: PAIRS (10)
 -- interleaved pairs of servers without and with it, mod_perfmon_test
@@ -67,7 +69,8 @@ end
 -- The server
 ---------------------------------------------------------------------------
 
--- opts: perfmon (load mod_perfmon), iterations (mod_perfmon_test's burn).
+-- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), iterations
+-- (mod_perfmon_test's burn).
 local function write_config(srv, opts)
   local f = assert(io.open(srv.dir .. "/prosody.cfg.lua", "w"))
   local d = srv.dir
@@ -94,11 +97,13 @@ allow_registration = true
 min_seconds_between_registrations = 0
 perfmon_jank_threshold = 10 -- ms: each turn that handles a message burns ~20
 perfmon_test_iterations = %d
+%s
 log = { { levels = { min = "info" }, to = "file", filename = "%s/prosody.log" } }
 VirtualHost "%s"
 VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
 ]]):format(d, d, d, d, SOURCE, SOURCE, opts.perfmon and '"perfmon", ' or "", srv.c2s_port,
-    srv.http_port, opts.iterations, d, HOST, OTHER_HOST))
+    srv.http_port, opts.iterations, opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "", d,
+    HOST, OTHER_HOST))
   f:close()
 end
 
@@ -411,9 +416,24 @@ local function test_loaded_late()
   check_log(log, false)
 end
 
+-- A mode mod_perfmon does not know: it says so, naming the option, and
+-- does not load; the server runs without it.
+local function test_bad_mode()
+  local shown, log = with_server({ perfmon = true, mode = "fast", iterations = 0 }, function(srv)
+    return shell(srv.dir, "perfmon", "show")
+  end)
+  local errors = {}
+  for line in log:gmatch("[^\n]*\terror\t[^\n]*") do errors[#errors + 1] = line end
+  check(#errors > 0 and errors[1]:match("mod_perfmon") and errors[1]:match("perfmon_mode"),
+    "no error naming mod_perfmon and perfmon_mode for perfmon_mode = \"fast\":\n%s", log)
+  check(not shown:match("CPU time per module"), "mod_perfmon loaded with perfmon_mode = \"fast\":\n%s", shown)
+  print("prosody test: perfmon_mode = \"fast\": " .. errors[1])
+end
+
 local function test()
   test_enabled()
   test_loaded_late()
+  test_bad_mode()
   print("prosody test: OK")
 end
 
