@@ -21,10 +21,15 @@
 -- mod_perfmon.  Exits 77 (skipped) without Prosody.  Every wait is
 -- bounded; the server is stopped by its PID.
 --
--- "cost" measures what mod_perfmon costs that server instead: PAIRS (10)
--- interleaved pairs of servers without and with it, mod_perfmon_test
--- burning nothing, COST_MESSAGES messages each; the server's CPU time per
--- message (/proc/PID/schedstat) and the median ratio.
+-- "cost" (bench/prosody runs it) measures what mod_perfmon costs that
+-- server instead, mod_perfmon_test burning nothing, COST_MESSAGES messages
+-- a server: the server's CPU time per message (/proc/PID/schedstat)
+-- without perfmon, with the no-op call/return hook of bench/noophook.c on
+-- every thread (bench/mod_noophook.lua; BUILD_DIR needs noophook.so), with
+-- mod_perfmon and with mod_perfmon in perfmon_mode = "sampled" (n/a where
+-- the core has no such mode), in 2 x PAIRS (5) rounds of one server each,
+-- the order reversed every other round (bench/stats.lua), and the medians
+-- of the ratios over pairs of rounds.
 
 local socket = require "socket"
 local mime = require "mime"
@@ -69,8 +74,8 @@ end
 -- The server
 ---------------------------------------------------------------------------
 
--- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), iterations
--- (mod_perfmon_test's burn).
+-- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), noop (load
+-- mod_noophook), iterations (mod_perfmon_test's burn).
 local function write_config(srv, opts)
   local f = assert(io.open(srv.dir .. "/prosody.cfg.lua", "w"))
   local d = srv.dir
@@ -80,8 +85,8 @@ pidfile = "%s/prosody.pid"
 data_path = "%s/data"
 certificates = "%s/certs"
 admin_socket = "%s/prosody.sock"
-plugin_paths = { "%s/integrations/prosody", "%s/integrations/prosody/test" }
-modules_enabled = { %s"roster", "saslauth", "disco", "register", "ping",
+plugin_paths = { "%s/integrations/prosody", "%s/integrations/prosody/test", "%s/bench" }
+modules_enabled = { %s%s"roster", "saslauth", "disco", "register", "ping",
   "http", "http_openmetrics", "admin_shell", "perfmon_test" }
 modules_disabled = { "s2s", "offline" }
 interfaces = { "127.0.0.1" }
@@ -101,18 +106,20 @@ perfmon_test_iterations = %d
 log = { { levels = { min = "info" }, to = "file", filename = "%s/prosody.log" } }
 VirtualHost "%s"
 VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
-]]):format(d, d, d, d, SOURCE, SOURCE, opts.perfmon and '"perfmon", ' or "", srv.c2s_port,
-    srv.http_port, opts.iterations, opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "", d,
-    HOST, OTHER_HOST))
+]]):format(d, d, d, d, SOURCE, SOURCE, SOURCE, opts.perfmon and '"perfmon", ' or "",
+    opts.noop and '"noophook", ' or "", srv.c2s_port, srv.http_port, opts.iterations,
+    opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "", d, HOST, OTHER_HOST))
   f:close()
 end
 
+-- perfmon's paths, for a command.
+local LUA_ENV = ("LUA_PATH_5_4='%s/lua/?.lua;%s/lua/?/init.lua;;' LUA_CPATH_5_4='%s/?.so;;'")
+  :format(SOURCE, SOURCE, BUILD)
+
 -- Returns the PID of the server it started.
 local function start_server(dir)
-  local env = ("LUA_PATH_5_4='%s/lua/?.lua;%s/lua/?/init.lua;;' LUA_CPATH_5_4='%s/?.so;;'")
-    :format(SOURCE, SOURCE, BUILD)
   local pid = sh(("%s prosody -F --config '%s/prosody.cfg.lua' >'%s/stdout' 2>&1 & echo $!")
-    :format(env, dir, dir))
+    :format(LUA_ENV, dir, dir))
   return assert(tonumber(pid), "no PID for prosody: " .. pid)
 end
 
@@ -441,28 +448,72 @@ end
 -- The cost
 ---------------------------------------------------------------------------
 
--- The server's CPU µs per message over the exchange.
-local function cpu_per_message(with_perfmon)
-  return (with_server({ perfmon = with_perfmon, iterations = 0 }, function(srv)
+local CONFIGS = { "none", "noop", "exact", "sampled" }
+local OPTS = {
+  none = {},
+  noop = { noop = true },
+  exact = { perfmon = true },
+  sampled = { perfmon = true, mode = "sampled" },
+}
+local NO_SAMPLED = "n/a (this core has no sampled mode)"
+
+-- The server's CPU µs per message over the exchange, in configuration c;
+-- its log must hold no error.
+local function cpu_per_message(c)
+  local opts = setmetatable({ iterations = 0 }, { __index = OPTS[c] })
+  local us, log = with_server(opts, function(srv)
     local before = server_cpu(srv.pid)
     exchange(srv.c2s_port, COST_MESSAGES, COST_PER_SESSION)
     return (server_cpu(srv.pid) - before) / COST_MESSAGES * 1e6
-  end))
+  end)
+  check_log(log, false)
+  return us
+end
+
+-- Whether a server in perfmon_mode = "sampled" runs a sampled monitor.  A
+-- core that has modes refuses one it does not know; one that takes any
+-- mode without a look would run the "sampled" server as an exact one.
+-- Then the server must start, its log free of errors.
+local function has_sampled_mode()
+  local out = sh(("%s lua5.4 -e 'print((pcall(require(\"perfmon\").monitor, { \"ticks\", mode = \"no such mode\" })))' 2>&1")
+    :format(LUA_ENV))
+  check(out == "true" or out == "false", "perfmon does not load: %s", out)
+  if out == "true" then return false end
+  local ok, err = pcall(cpu_per_message, "sampled")
+  if not ok then print("sampled: " .. tostring(err):match("[^\n]*")) end
+  return ok
 end
 
 local function cost(pairs_n)
-  local ratios = {}
-  for i = 1, pairs_n do
-    local without, with = cpu_per_message(false), cpu_per_message(true)
-    ratios[i] = with / without
-    print(("pair %d: server CPU per message %.0f us without mod_perfmon, %.0f us with: %.3fx")
-      :format(i, without, with, ratios[i]))
+  local stats = dofile(SOURCE .. "/bench/stats.lua")
+  local configs = table.move(CONFIGS, 1, #CONFIGS, 1, {})
+  if not has_sampled_mode() then table.remove(configs) end
+  print(("prosody %s, %s; %d CPUs, load %s; %d messages a server in sessions of %d, %d rounds (%s, reversed every other)")
+    :format(sh("dpkg-query -W -f '${Version}' prosody 2>/dev/null"), _VERSION, tonumber(sh("nproc")),
+      sh("cut -d' ' -f1-3 /proc/loadavg"), COST_MESSAGES, COST_PER_SESSION, 2 * pairs_n, table.concat(configs, " ")))
+  local runs = 0
+  local times = stats.interleave(configs, 2 * pairs_n, function(c)
+    if runs % #configs == 0 then io.write(("round %2d, us/message:"):format(runs // #configs + 1)) end
+    local us = cpu_per_message(c)
+    runs = runs + 1
+    io.write(("  %s %.1f"):format(c, us), runs % #configs == 0 and "\n" or "")
+    io.flush()
+    return us
+  end)
+  print("\nserver CPU per message, us: median (IQR) over rounds")
+  for _, c in ipairs(CONFIGS) do
+    local xs = times[c]
+    print(("  %-18s %s"):format(c, xs and ("%.1f (%.1f-%.1f)"):format(stats.median(xs),
+      stats.quantile(xs, 0.25), stats.quantile(xs, 0.75)) or NO_SAMPLED))
   end
-  table.sort(ratios)
-  local mid = (#ratios + 1) / 2
-  print(("median %.3fx (%.3f-%.3f) over %d pairs of %d messages in sessions of %d")
-    :format((ratios[math.floor(mid)] + ratios[math.ceil(mid)]) / 2, ratios[1], ratios[#ratios],
-      pairs_n, COST_MESSAGES, COST_PER_SESSION))
+  print(("ratios: median (IQR) over %d pairs of rounds"):format(pairs_n))
+  for _, r in ipairs { { "noop", "none" }, { "exact", "none" }, { "sampled", "none", "issue 18: <= 1.015" },
+      { "exact", "noop", "issue 18: <= 1.10" }, { "sampled", "noop" } } do
+    local a, b, goal = r[1], r[2], r[3]
+    local q = times[a] and stats.paired(times, a, b)
+    print(("  %-18s %s%s"):format(a .. " / " .. b, q and ("%.3fx (%.3f-%.3f)"):format(q.median, q.q1, q.q3)
+      or NO_SAMPLED, goal and "   " .. goal or ""))
+  end
 end
 
 local function main()
@@ -470,7 +521,7 @@ local function main()
     print("SKIP: prosody is not installed (Debian: apt-get install prosody; tools/run installs it)")
     os.exit(77)
   end
-  local ok, err = pcall(MODE == "cost" and cost or test, tonumber(arg[4]) or 10)
+  local ok, err = pcall(MODE == "cost" and cost or test, tonumber(arg[4]) or 5)
   if not ok then
     io.stderr:write("FAIL: ", tostring(err), "\n")
     os.exit(1)
