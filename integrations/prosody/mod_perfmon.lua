@@ -198,6 +198,14 @@ local pw = plugin_watcher.new {
 	cpu_window_ms = module:get_option_number("perfmon_cpu_window", 60) * 1000,
 	ignore = module:get_option_array("perfmon_ignore", {}),
 	on_warning = function(w) module:log("warn", "%s", w.message); end,
+	-- sampled: the watcher too; a warning then measures exactly for a while
+	mode = mode,
+	escalate_ms = mode == "sampled" and module:get_option_number("perfmon_diagnosis", 10) * 1000 or nil,
+	on_diagnosis = function(d)
+		local st = d.stats or { self_us = 0, cpu_us = 0, events = 0 };
+		module:log("warn", "%s, measured exactly over %.0f s: %.1f ms of its own CPU time (%.1f ms with what it calls) in %d events",
+			d.group.name, d.window_ms / 1000, st.self_us / 1000, st.cpu_us / 1000, st.events);
+	end,
 };
 
 ---------------------------------------------------------------------------
