@@ -220,11 +220,15 @@ static void note_latency (pm_Sampler *s, uint64_t entry) {
   }
 }
 
+/* The handler arms the next signal itself, with its own delay; the same
+** delay repeats in case that signal is lost: two timers of one thread
+** (the profiler's and the sampled monitors') send the same SIGPROF, and
+** one that comes while the other is pending is merged into it. */
 static void arm (pm_Sampler *s, uint64_t delay_ns) {
   struct itimerspec it;
-  memset(&it, 0, sizeof(it)); /* one shot: the handler arms the next */
   it.it_value.tv_sec = (time_t)(delay_ns / 1000000000u);
   it.it_value.tv_nsec = (long)(delay_ns % 1000000000u);
+  it.it_interval = it.it_value;
   s->armed_at = mono_ns();
   s->armed_ns = delay_ns;
   timer_settime(timers[s->slot], 0, &it, NULL);

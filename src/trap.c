@@ -1,11 +1,20 @@
 /*
 ** trap.c -- the direct hook setting of trap.h, and its start-up check.
 */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* process_vm_readv, syscall */
+#endif
+
 #include "trap.h"
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#endif
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -73,7 +82,8 @@ typedef struct TrapCClosure { /* CClosure */
 #define TRAP_VTHREAD 8 /* LUA_VTHREAD, in an object's header */
 #define TRAP_TTHREAD (TRAP_VTHREAD | (1 << 6)) /* in a TValue: collectable */
 #define TRAP_TLCF (LUA_TFUNCTION | (1 << 4)) /* a light C function */
-#define TRAP_TCCL (LUA_TFUNCTION | (2 << 4) | (1 << 6)) /* a C closure */
+#define TRAP_VCCL (LUA_TFUNCTION | (2 << 4)) /* a C closure's header */
+#define TRAP_TCCL (TRAP_VCCL | (1 << 6)) /* a C closure, in a TValue */
 
 /* }====================================================== */
 
@@ -104,32 +114,59 @@ void pm_trap_sethook (lua_State *L, lua_Hook h, int mask, int count,
   }
 }
 
+/* The signal may come while the running thread sets up a call: Lua
+** points L->ci at the new frame before it writes the frame's function,
+** and a TValue is written in two stores.  So a frame read here may be
+** stale or half written.  A slot is read only between the stack's base
+** and its top (values there are alive), and every object it names is read
+** with process_vm_readv, which fails on an address that is not mapped
+** instead of faulting, and is then checked (its type; a thread of this Lua
+** universe) before anything follows it. */
+#if defined(__linux__)
+static int safe_read (void *dst, const void *src, size_t n) {
+  struct iovec to, from;
+  to.iov_base = dst;
+  to.iov_len = n;
+  from.iov_base = (void *)src;
+  from.iov_len = n;
+  return process_vm_readv((pid_t)syscall(SYS_getpid), &to, 1, &from, 1, 0) ==
+         (ssize_t)n;
+}
+#else
+static int safe_read (void *dst, const void *src, size_t n) {
+  (void)dst, (void)src, (void)n;
+  return 0; /* the chain is not read (pm_trap_chain_verify fails) */
+}
+#endif
+
 /* The coroutine that a thread's running frame resumes, or NULL: that
 ** frame runs resume (its first argument) or a function of wrap (its first
-** upvalue).  Async-signal-safe: a frame being set up may still hold a
-** previous call's function, so every address is checked before it is
-** followed (within the stack; a thread of the same Lua universe). */
+** upvalue). */
 static TrapState *resumed (const TrapState *s, const lua_CFunction f[3]) {
   const TrapCI *ci = s->ci;
-  const TrapValue *fn, *co = NULL;
-  const TrapState *t;
+  const TrapValue *fn, *base = s->stack, *top = s->top;
+  TrapValue co;
+  TrapCClosure cl;
+  TrapState t;
   if (ci == NULL || !(ci->callstatus & CIST_C))
     return NULL;
   fn = ci->func;
-  if ((const char *)fn < (const char *)s->stack ||
-      (const char *)(fn + 2) > (const char *)s->stack_last)
+  if (fn < base || fn >= top)
     return NULL;
-  if (fn->tt == TRAP_TLCF && f[0] != NULL && (lua_CFunction)fn->p == f[0]) {
-    co = fn + 1;
-  } else if (fn->tt == TRAP_TCCL) {
-    const TrapCClosure *cl = fn->p;
-    if (cl->nupvalues >= 1 && cl->f != NULL && (cl->f == f[1] || cl->f == f[2]))
-      co = &cl->upvalue[0];
+  if (fn->tt == TRAP_TLCF && f[0] != NULL && (lua_CFunction)fn->p == f[0] &&
+      fn + 1 < top) {
+    co = fn[1];
+  } else if (fn->tt == TRAP_TCCL && safe_read(&cl, fn->p, sizeof(cl)) &&
+             cl.tt == TRAP_VCCL && cl.nupvalues >= 1 && cl.f != NULL &&
+             (cl.f == f[1] || cl.f == f[2])) {
+    co = cl.upvalue[0];
+  } else {
+    return NULL;
   }
-  if (co == NULL || co->tt != TRAP_TTHREAD || (t = co->p) == NULL || t == s ||
-      t->tt != TRAP_VTHREAD || t->l_G != s->l_G)
+  if (co.tt != TRAP_TTHREAD || co.p == s || !safe_read(&t, co.p, sizeof(t)) ||
+      t.tt != TRAP_VTHREAD || t.l_G != s->l_G)
     return NULL;
-  return (TrapState *)t;
+  return co.p;
 }
 
 int pm_trap_chain (lua_State *L, const lua_CFunction f[3],
