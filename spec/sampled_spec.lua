@@ -191,7 +191,7 @@ describe("a sampled monitor", function()
       watcher.flush()
     end
     watcher.remove_listener("*", listen)
-    watcher.configure { mode = "exact", jank_threshold_us = 64000, buffering_delay_ms = 100 }
+    watcher.configure { mode = "auto", jank_threshold_us = 64000, buffering_delay_ms = 100 }
     assert.is_true((alerts[gj.id] or 0) >= 0.9 * janks,
       ("janky alerted for %d of %d events"):format(alerts[gj.id] or 0, janks))
     assert.is_nil(alerts[gq.id], "quick alerted")
@@ -230,6 +230,7 @@ describe("a sampled monitor", function()
     p:start(1000, nil, { timer = "tick" })
     local used = 0
     for _ = 1, 40 do perfmon.event(function() used = used + work(5) end) end
+    assert.equals(0, core.info().exact_monitors) -- its markers' watcher: sampled too
     p:stop()
     assert.is_true(#p:samples() > 10, "the profiler's samples")
     assert_near(stats(mon:snapshot(), g).cpu_us, used, "the monitor's group")

@@ -274,9 +274,9 @@ describe("watcher alerts", function()
     assert.has_error(function() watcher.configure { on_error = true } end,
       "bad argument #1 to 'configure' ('on_error' must be a function, got boolean)")
     assert.has_error(function() watcher.configure { mode = "sample" } end,
-      "bad argument #1 to 'configure' ('mode' must be \"exact\" or \"sampled\", got \"sample\")")
+      "bad argument #1 to 'configure' ('mode' must be \"auto\", \"exact\" or \"sampled\", got \"sample\")")
     assert.has_error(function() watcher.configure { mode = 1 } end,
-      "bad argument #1 to 'configure' ('mode' must be \"exact\" or \"sampled\", got number)")
+      "bad argument #1 to 'configure' ('mode' must be \"auto\", \"exact\" or \"sampled\", got number)")
     assert.has_error(function() watcher.add_ticker(fn, 0) end,
       "bad argument #2 to 'add_ticker' (positive number of ms below 1e+12 expected, got 0)")
     assert.has_error(function() watcher.add_ticker(fn, 0 / 0) end) -- it would never tick
@@ -486,7 +486,7 @@ describe("plugin watcher", function()
     assert.is_true(d.stats.self_us > 5 * d.snapshot.groups[quiet.id].self_us)
     assert.equal(d.stats.events, d.snapshot.groups[quiet.id].events)
     pws[1]:close()
-    assert.equal("exact", watcher.configure().mode) -- put back
+    assert.equal("auto", watcher.configure().mode) -- put back
   end)
 
   it("rejects bad options, naming them", function()

@@ -41,7 +41,10 @@ local settings = {
   blocking_threshold_us = 64000,
   buffering_delay_ms = 100,
   input_window_ms = 100, -- jank this soon after input is visible
-  mode = "exact", -- the watcher's monitor's (perfmon.monitor)
+  -- the watcher's monitor's (perfmon.monitor); "auto": sampled when the
+  -- monitors open when it opens are all sampled, else exact, so that a
+  -- listener (the profiler's markers) does not turn the hook on
+  mode = "auto",
   on_error = function(err, target)
     io.stderr:write(("perfmon.watcher: listener for %s failed: %s\n")
       :format(target == "*" and '"*"' or describe(target), describe(err)))
@@ -157,6 +160,10 @@ end
 -- The first listener or ticker opens the watcher's monitor; the last one
 -- closes it.  A failure opening it leaves nothing open.
 local function open_monitor(mode)
+  if mode == "auto" then
+    local info = core.info()
+    mode = info.sampled_monitors > 0 and info.exact_monitors == 0 and "sampled" or "exact"
+  end
   return perfmon.monitor { "jank", "blocking", mode = mode }
 end
 
@@ -306,8 +313,8 @@ local function check_setting(k, v)
           number_or_type(v)), 2)
     end
   elseif k == "mode" then
-    if v ~= "exact" and v ~= "sampled" then
-      arg_error(1, "configure", ("'mode' must be \"exact\" or \"sampled\", got %s")
+    if v ~= "auto" and v ~= "exact" and v ~= "sampled" then
+      arg_error(1, "configure", ("'mode' must be \"auto\", \"exact\" or \"sampled\", got %s")
         :format(type(v) == "string" and ("%q"):format(v) or type(v)), 2)
     end
   elseif k == "on_error" then

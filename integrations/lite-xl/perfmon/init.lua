@@ -41,6 +41,8 @@ config.plugins.perfmon = common.merge({
   profile_seconds = 30, -- 0: no profiler, no "Perfmon: Save Profile"
   profile_rate_us = 1000,
   refresh_s = 1, -- how often the about:performance view is rewritten
+  mode = "exact", -- "sampled": no hook, plugins charged from samples
+  diagnosis_s = 10, -- sampled: after a warning, measure exactly this long
 }, config.plugins.perfmon)
 local conf = config.plugins.perfmon
 
@@ -82,7 +84,7 @@ local own = model.group_of(debug.getinfo(1, "S").source:sub(2), DATADIR, USERDIR
 local lib = package.searchpath("perfmon", package.path)
 if own and lib then perfmon.attach_source(lib:match("^(.*[/\\])"), by_name[own]) end
 
-M.monitor = perfmon.monitor { "jank", "ticks" }
+M.monitor = perfmon.monitor { "jank", "ticks", mode = conf.mode }
 
 ---------------------------------------------------------------------------
 -- Events: each core.step, each pass of the thread scheduler
@@ -138,6 +140,13 @@ M.watcher = plugin_watcher.new {
   on_warning = function(w)
     M.warnings[#M.warnings + 1] = { name = w.group.name, message = w.message }
     core.warn("perfmon: %s", w.message)
+  end,
+  mode = conf.mode, -- the watcher's too
+  escalate_ms = conf.mode == "sampled" and conf.diagnosis_s * 1000 or nil,
+  on_diagnosis = function(d)
+    local st = d.stats or { self_us = 0, events = 0 }
+    core.log("perfmon: %s, measured exactly over %.0f s: %.1f ms of its own CPU time in %d events",
+      d.group.name, d.window_ms / 1000, st.self_us / 1000, st.events)
   end,
 }
 
