@@ -143,6 +143,29 @@ describe("a sampled monitor", function()
     assert.is_true(stats(d, gs).self_us < 0.2 * used, "the scheduler's self")
   end)
 
+  it("leaves a nested loop's work off the code that spun it", function()
+    truth.alone(pending)
+    local used = { own = 0, inner = 0 }
+    local ginner, inner = plugin("inner", "return function(ms) local us = burn(ms) return us end")
+    local gdialog, dialog = plugin("dialog", [[
+      local inner, used, perfmon = ...
+      return function()
+        used.own = used.own + burn(3)
+        perfmon.nested_loop(function()
+          for i = 1, 10 do
+            perfmon.event(function() used.inner = used.inner + inner(2 + i % 3) end)
+          end
+        end)
+        used.own = used.own + burn(3)
+      end]], inner, used, perfmon)
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local before = mon:snapshot()
+    for _ = 1, 12 do perfmon.event(dialog) end
+    local d = mon:snapshot():subtract(before)
+    assert_near(stats(d, ginner).cpu_us, used.inner, "inner, in the nested loop")
+    assert_near(stats(d, gdialog).cpu_us, used.own, "dialog, which spun it")
+  end)
+
   it("puts a janking plugin's events in the right bucket, and a quick one's below", function()
     truth.alone(pending)
     local _, janky = plugin("janky", "return function(ms) local us = burn(ms) return us end")

@@ -12,6 +12,7 @@
 #include "alert.h"
 #include "hook.h"
 #include "lalert.h"
+#include "sampled.h"
 #include "stopwatch.h"
 
 _Static_assert(PM_OK == PERFMON_OK && PM_EMISUSE == PERFMON_EMISUSE,
@@ -51,8 +52,12 @@ int perfmon_event_end (lua_State *L) {
   return rc;
 }
 
+/* A sampled monitor's samples leave out the frames that spin the loop. */
 int perfmon_nested_enter (lua_State *L) {
-  return with_state(L, pm_hook_nested_enter);
+  int rc = with_state(L, pm_hook_nested_enter);
+  if (rc == PERFMON_OK)
+    pm_sampled_loop(L, pm_state_get(L));
+  return rc;
 }
 
 int perfmon_nested_leave (lua_State *L) {

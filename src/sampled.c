@@ -34,28 +34,81 @@ static const pm_Set *set_of (pm_State *S, lua_State *T, lua_Debug *ar) {
   return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : NULL;
 }
 
-/* Charges the sets of T's frames, the top first; *self: the innermost Lua
-** frame is still to come (it is T's top one, or below). */
-static void walk (pm_State *S, lua_State *T, int *self) {
-  const pm_Set *last = NULL, *s;
+/* T's frames, the top first. */
+typedef struct Frames {
+  lua_State *T;
   lua_Debug ar;
-  int level = 0;
-  if (!lua_getstack(T, 0, &ar))
-    return;
-  for (;;) {
-    if ((s = set_of(S, T, &ar)) != NULL && s != last) {
+  int level;
+} Frames;
+
+static int frames_first (Frames *f, lua_State *T) {
+  f->T = T;
+  f->level = 0;
+  return lua_getstack(T, 0, &f->ar);
+}
+
+static int frames_next (pm_State *S, Frames *f) {
+  if (S->frame_direct) { /* the caller's CallInfo; the bottom: base_ci */
+    const void *up = pm_frame_caller(f->ar.i_ci);
+    if (up == NULL || pm_frame_caller(up) == NULL)
+      return 0;
+    f->ar.i_ci = (struct CallInfo *)up;
+    return 1;
+  }
+  return lua_getstack(f->T, ++f->level, &f->ar);
+}
+
+/* In the thread that spun the nested loop running, the frames charged are
+** those above the loop's frame (stop), less those in the spinning code's
+** set from there up to the first other set: an exact monitor's stopwatches
+** are cancelled at the loop, and a frame in its caller's set starts none.
+** Returns how many frames from the top are charged, or -1 when stop is
+** not on T's stack. */
+static int loop_cut (pm_State *S, lua_State *T, const void *stop) {
+  const pm_Set *spinner = NULL, *s;
+  Frames f;
+  int i, at = -1, cut = 0;
+  if (!frames_first(&f, T))
+    return -1;
+  for (i = 0; spinner == NULL; i++) {
+    if (at < 0 && (const void *)f.ar.i_ci == stop)
+      at = i;
+    if (at >= 0)
+      spinner = set_of(S, T, &f.ar); /* the first Lua frame from stop down */
+    if (!frames_next(S, &f))
+      break;
+  }
+  if (at < 0)
+    return -1;
+  frames_first(&f, T);
+  for (i = 0; i < at; i++, frames_next(S, &f))
+    if ((s = set_of(S, T, &f.ar)) != NULL && s != spinner)
+      cut = i + 1;
+  return cut;
+}
+
+/* Charges the sets of T's frames, the top first; *self: the innermost Lua
+** frame is still to come (it is T's top one, or below).  Returns 0 where
+** it reached the code that spun the nested loop running: the walk ends
+** there. */
+static int walk (pm_State *S, lua_State *T, int *self) {
+  const pm_Set *last = NULL, *s;
+  Frames f;
+  int i, cut = -1;
+  if (S->e.loop > 0 && S->loop_thread[S->e.loop] == T)
+    cut = loop_cut(S, T, S->loop_ci[S->e.loop]);
+  if (!frames_first(&f, T))
+    return 1;
+  for (i = 0;; i++) {
+    if (i == cut)
+      return 0;
+    if ((s = set_of(S, T, &f.ar)) != NULL && s != last) {
       pm_sw_sample_set(&S->e, s, *self);
       *self = 0;
       last = s;
     }
-    if (S->frame_direct) { /* the caller's CallInfo; the bottom: base_ci */
-      const void *up = pm_frame_caller(ar.i_ci);
-      if (up == NULL || pm_frame_caller(up) == NULL)
-        break;
-      ar.i_ci = (struct CallInfo *)up;
-    } else if (!lua_getstack(T, ++level, &ar)) {
-      break;
-    }
+    if (!frames_next(S, &f))
+      return 1;
   }
 }
 
@@ -75,8 +128,17 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
     n--;
   if (n == 0)
     walk(S, L, &self);
-  while (n > 0)
-    walk(S, chain[--n], &self);
+  while (n > 0 && walk(S, chain[--n], &self))
+    ;
+}
+
+void pm_sampled_loop (lua_State *L, pm_State *S) {
+  lua_Debug ar;
+  int k = S != NULL ? S->e.loop : 0;
+  if (k <= 0 || k >= PM_MAX_LOOPS)
+    return;
+  S->loop_thread[k] = L;
+  S->loop_ci[k] = lua_getstack(L, 0, &ar) ? (const void *)ar.i_ci : NULL;
 }
 
 /* }====================================================== */

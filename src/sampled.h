@@ -22,6 +22,10 @@
 ** last stops it).  Opening returns an error message or NULL. */
 const char *pm_sampled_open (pm_State *S);
 void pm_sampled_close (pm_State *S);
+/* A nested loop was entered (the loop level is S->e.loop) by L's running
+** frame: the samples taken inside it stop there, so that the code that
+** spun the loop is not charged for it, as exact monitors cancel it. */
+void pm_sampled_loop (lua_State *L, pm_State *S);
 /* lua_close: the timer stops, whatever monitors were left open. */
 void pm_sampled_free (pm_State *S);
 

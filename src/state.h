@@ -48,6 +48,10 @@ struct pm_State {
   ** while one is open) and how many are open */
   pm_Sampler *sampled;
   int nsampled;
+  /* where each nested loop level was entered: a thread and its frame,
+  ** compared, never followed */
+  const lua_State *loop_thread[PM_MAX_LOOPS];
+  const void *loop_ci[PM_MAX_LOOPS];
 
   /* hook.c */
   int exact; /* exact monitors open: the call/return hook is installed */
