@@ -244,6 +244,29 @@ describe("a sampled monitor", function()
       used, "sampled phases")
   end)
 
+  it("lets exact monitors come and go while it stays open", function()
+    truth.alone(pending)
+    local g, work = plugin("cycle", "return function(ms) local us = burn(ms) return us end")
+    local sampled <close> = perfmon.monitor { "jank", mode = "sampled" }
+    for round = 1, 3 do
+      local exact = perfmon.monitor { "jank" }
+      local before, used = exact:snapshot(), 0
+      for _ = 1, 10 do
+        perfmon.event(function()
+          -- a coroutine whose body is a C function: its first frame is in
+          -- the empty set, which went with the last exact monitor
+          local _, us = coroutine.wrap(pcall)(work, 3)
+          used = used + us
+        end)
+      end
+      truth.assert_near(stats(exact:snapshot():subtract(before), g).cpu_us, used,
+        "exact, round " .. round)
+      exact:close()
+      for _ = 1, 5 do perfmon.event(function() work(3) end) end
+    end
+    assert.equals(0, core.info().exact_monitors)
+  end)
+
   it("runs beside the profiler, each sampling", function()
     truth.alone(pending)
     local profiler = require("perfmon.profiler")

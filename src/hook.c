@@ -757,12 +757,12 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
                              int sampled) {
   const char *err;
   int forget = S->e.monitors == 0;
-  if (forget) {
-    if (S->e.empty == NULL &&
-        (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
-      return "not enough memory";
+  /* the sets go with the last exact monitor, and the empty one with them */
+  if (S->e.empty == NULL &&
+      (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
+    return "not enough memory";
+  if (forget)
     pm_resolve_discover(L, S);
-  }
   if (sampled && (err = pm_sampled_open(S)) != NULL)
     return err;
   if (!sampled && S->exact == 0) {
