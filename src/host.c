@@ -36,19 +36,19 @@ static int event_begin (pm_State *S) {
   return pm_sw_event_begin(&S->e);
 }
 
-static int event_end (pm_State *S) {
-  return pm_sw_event_end(&S->e);
-}
-
 int perfmon_event_begin (lua_State *L) {
   return with_state(L, event_begin);
 }
 
 /* The watcher's alerts are delivered once the event is over. */
 int perfmon_event_end (lua_State *L) {
-  int rc = with_state(L, event_end);
-  if (rc == PERFMON_OK)
-    pm_alert_deliver(L, pm_state_get(L));
+  pm_State *S = pm_state_get(L);
+  int rc;
+  if (S == NULL)
+    return missing(L);
+  pm_hook_settle(L, S);
+  if ((rc = pm_sw_event_end(&S->e)) == PERFMON_OK)
+    pm_alert_deliver(L, S);
   return rc;
 }
 

@@ -627,7 +627,7 @@ static int bracket (lua_State *L, const char *fname,
                         fname, luaL_typename(L, 1));
     lua_pop(L, 1);
   }
-  luaL_checkstack(L, 1, "too many arguments");
+  /* a C function has LUA_MINSTACK free slots: room for the ender */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1); /* ender fn args... */
   begin(L);
