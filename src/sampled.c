@@ -166,21 +166,20 @@ const char *pm_sampled_open (pm_State *S) {
     return err;
   }
   pm_sw_sampled(&S->e, 1);
-  S->sampled = sm;
   S->samplers[PM_SAMPLER_MONITOR] = sm;
   S->nsampled = 1;
   return NULL;
 }
 
 void pm_sampled_free (pm_State *S) {
-  if (S->sampled == NULL)
+  pm_Sampler *sm = S->samplers[PM_SAMPLER_MONITOR];
+  if (sm == NULL)
     return;
-  pm_sampler_stop(S->sampled);
+  pm_sampler_stop(sm);
   S->samplers[PM_SAMPLER_MONITOR] = NULL;
-  pm_free(&S->e, S->sampled, sizeof(*S->sampled));
-  S->sampled = NULL;
+  pm_free(&S->e, sm, sizeof(*sm));
   S->nsampled = 0;
-  S->e.sampled = 0;
+  pm_sw_sampled(&S->e, 0);
 }
 
 void pm_sampled_close (pm_State *S) {

@@ -44,9 +44,8 @@ struct pm_State {
   /* profiler/ */
   pm_Profiler *profiler; /* the sampling profiler running, or NULL */
 
-  /* sampled.c: the sampled monitors' sampler (samplers[PM_SAMPLER_MONITOR]
-  ** while one is open) and how many are open */
-  pm_Sampler *sampled;
+  /* sampled.c: how many sampled monitors are open (their sampler is
+  ** samplers[PM_SAMPLER_MONITOR]) */
   int nsampled;
   /* where each nested loop level was entered: a thread and its frame,
   ** compared, never followed */
