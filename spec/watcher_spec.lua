@@ -489,6 +489,17 @@ describe("plugin watcher", function()
     assert.equal("auto", watcher.configure().mode) -- put back
   end)
 
+  it("puts the watcher's mode back when plugin watchers of two modes close in either order", function()
+    assert.equal("auto", watcher.configure().mode)
+    local a = PluginWatcher.new { on_warning = print, mode = "sampled" }
+    local b = PluginWatcher.new { on_warning = print, mode = "exact" }
+    assert.equal("exact", watcher.configure().mode) -- the last one's
+    a:close() -- not the last opened
+    b:close()
+    assert.equal("auto", watcher.configure().mode)
+    assert.equal(0, core.info().monitors)
+  end)
+
   it("rejects bad options, naming them", function()
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "fast" } end,
       "bad argument #1 to 'new' ('mode' must be \"exact\" or \"sampled\", got \"fast\")")
