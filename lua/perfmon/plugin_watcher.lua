@@ -121,6 +121,15 @@ local function check_self(self, fname)
   end
 end
 
+-- The plugin watchers running, oldest first: the watcher's mode is the
+-- newest one's, and the mode it had before the first (base_mode) once
+-- they are all closed, whatever order they close in.
+local running, base_mode = {}, nil
+local function set_mode()
+  local last = running[#running]
+  watcher.configure { mode = last and last.mode or base_mode }
+end
+
 --- Starts watching.  opts: on_warning (required: called with each
 -- warning), alerts, alerts_window_ms, cpu_percent, cpu_window_ms, kind,
 -- time, ignore (a list of group names), mode ("exact" or "sampled"; the
@@ -133,9 +142,15 @@ function PluginWatcher.new(opts)
     escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis }, PluginWatcher)
   for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
   for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
-  self.watcher_mode = watcher.configure().mode
+  if #running == 0 then base_mode = watcher.configure().mode end
   watcher.configure { mode = self.mode }
-  self.monitor = perfmon.monitor { "jank", mode = self.mode }
+  local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode })
+  if not ok then
+    set_mode()
+    error(mon, 2)
+  end
+  self.monitor = mon
+  running[#running + 1] = self
   self.on_alerts = function(batch) self:_alerts(batch) end
   self.on_tick = function() self:poll() end
   watcher.add_listener("*", self.on_alerts)
@@ -264,7 +279,10 @@ function PluginWatcher:close()
   watcher.remove_ticker(self.on_tick)
   if self.diagnosis then self.diagnosis.monitor:close() end
   self.diagnosis = nil
-  watcher.configure { mode = self.watcher_mode }
+  for i = #running, 1, -1 do
+    if running[i] == self then table.remove(running, i) end
+  end
+  set_mode()
   self.monitor:close()
 end
 
