@@ -282,6 +282,19 @@ describe("a sampled monitor", function()
     assert_near(stats(mon:snapshot(), g).cpu_us, used, "the monitor's group")
   end)
 
+  it("does not report the hook an earlier exact monitor lost", function()
+    truth.alone(pending)
+    local raw_sethook = debug.sethook
+    local exact = perfmon.monitor { "ticks" }
+    raw_sethook() -- perfmon's hook taken off the main thread
+    assert.is_true(exact:snapshot().hook_lost)
+    exact:close()
+    -- monitoring restarts, with no hook to lose
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    assert.is_nil(mon:snapshot().hook_lost)
+    assert.is_false(perfmon.info().hook_lost)
+  end)
+
   it("stops its timer when the last one closes", function()
     truth.alone(pending)
     local a = perfmon.monitor { "jank", mode = "sampled" }
