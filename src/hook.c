@@ -761,8 +761,10 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
   if (S->e.empty == NULL &&
       (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
     return "not enough memory";
-  if (forget)
+  if (forget) {
     pm_resolve_discover(L, S);
+    S->hook_lost = 0; /* monitoring restarts: a loss before it is not its */
+  }
   if (sampled && (err = pm_sampled_open(S)) != NULL)
     return err;
   if (!sampled && S->exact == 0) {
