@@ -252,6 +252,19 @@ describe("watcher alerts", function()
     assert.equal(1, n)
   end)
 
+  it("goes sampled when switched to mode auto beside sampled monitors only, its own exact one aside", function()
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    watcher.configure { mode = "exact" }
+    local fn = function() end
+    watcher.add_listener("*", fn)
+    assert.equal(1, core.info().exact_monitors) -- the watcher's
+    watcher.configure { mode = "auto" }
+    local info = core.info()
+    watcher.remove_listener("*", fn)
+    assert.equal(0, info.exact_monitors)
+    assert.equal(2, info.sampled_monitors)
+  end)
+
   it("rejects bad arguments, naming them", function()
     local g = perfmon.group { name = "args", kind = "plugin" }
     local fn = function() end
