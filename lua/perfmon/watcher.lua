@@ -159,10 +159,14 @@ end
 
 -- The first listener or ticker opens the watcher's monitor; the last one
 -- closes it.  A failure opening it leaves nothing open.
-local function open_monitor(mode)
+-- own: the watcher's monitor open now (a change of mode), not counted.
+local function open_monitor(mode, own)
   if mode == "auto" then
     local info = core.info()
-    mode = info.sampled_monitors > 0 and info.exact_monitors == 0 and "sampled" or "exact"
+    local exact, sampled = info.exact_monitors, info.sampled_monitors
+    if own and own.sampled then sampled = sampled - 1
+    elseif own then exact = exact - 1 end
+    mode = sampled > 0 and exact == 0 and "sampled" or "exact"
   end
   return perfmon.monitor { "jank", "blocking", mode = mode }
 end
@@ -343,7 +347,7 @@ function watcher.configure(t)
   if nlisteners > 0 then
     watch(new) -- before settings change: it may raise
     if new.mode ~= settings.mode then -- the new one opens before the old goes
-      local m = open_monitor(new.mode)
+      local m = open_monitor(new.mode, monitor)
       monitor:close()
       monitor = m
     end
