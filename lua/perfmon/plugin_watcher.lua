@@ -147,7 +147,7 @@ function PluginWatcher.new(opts)
   local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode })
   if not ok then
     set_mode()
-    error(mon, 2)
+    error(mon, 0) -- as perfmon.monitor raised it
   end
   self.monitor = mon
   running[#running + 1] = self
