@@ -513,6 +513,19 @@ describe("plugin watcher", function()
     assert.equal(0, core.info().monitors)
   end)
 
+  it("leaves the watcher's mode as it was when its monitor fails to open", function()
+    local real = perfmon.monitor
+    perfmon.monitor = function() error("perfmon: timer_create failed", 2) end -- as a sampled one can
+    local ok, err = pcall(PluginWatcher.new, { on_warning = print, mode = "sampled" })
+    perfmon.monitor = real
+    assert.is_false(ok)
+    assert.matches("perfmon: timer_create failed$", err)
+    assert.equal("auto", watcher.configure().mode)
+    local pw = new { on_warning = print, mode = "exact" } -- and the next one puts it back too
+    pw:close()
+    assert.equal("auto", watcher.configure().mode)
+  end)
+
   it("rejects bad options, naming them", function()
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "fast" } end,
       "bad argument #1 to 'new' ('mode' must be \"exact\" or \"sampled\", got \"fast\")")
