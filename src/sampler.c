@@ -178,13 +178,12 @@ static void chain (int sig, siginfo_t *si, void *uc) {
 ** and asks for a sample.  A long request (one through lua_sethook walks
 ** the stack: a deep one) is kept out of the count, as a long sample is: the periods
 ** are the program's CPU time, and the sampler cannot starve it. */
-static void count_periods (pm_Sampler *s) {
-  uint64_t now, k, w0;
+static void count_periods (pm_Sampler *s, uint64_t now) {
+  uint64_t k, w0;
   lua_State *t;
   int asked;
   if (atomic_load(&s->sampling))
     return; /* the hook is at work: its time is not counted */
-  now = thread_cpu_ns();
   k = now > s->cpu_mark ? (now - s->cpu_mark) / s->period_ns : 0;
   if (k == 0)
     return;
@@ -237,19 +236,21 @@ static void arm (pm_Sampler *s, uint64_t delay_ns) {
 /* The next signal comes a period away, or later when the sampler's own
 ** cost of this one was high: twice the signal's latency (its way out of
 ** the handler takes about as long as its way in), the handler (a request
-** walks the stack where it goes through lua_sethook: trap.h) and the
+** walks the stack where it goes through lua_sethook: trap.h; its wall
+** time, or its CPU time where the thread was preempted in it) and the
 ** hook's last sample, PROF_PACE times over.  A walk also costs the program
 ** afterwards (it leaves the caches cold), hence 3, not 2: the program
 ** keeps at least half of its thread's time whatever the rate and however
 ** deep its stack, and a put-off sample only weighs more.  The tick timer's lateness is the
 ** scheduler tick's, no cost: it counts only the handler and the sample. */
 #define PROF_PACE 3
-static void rearm (pm_Sampler *s, uint64_t entry) {
-  uint64_t cost, delay;
+static void rearm (pm_Sampler *s, uint64_t entry, uint64_t entry_cpu) {
+  uint64_t cost, delay, handler = mono_ns() - entry, cpu;
   if (s->timer == PM_TIMER_PRECISE)
     note_latency(s, entry);
-  cost =
-      2 * s->latency_ns + (mono_ns() - entry) + atomic_exchange(&s->work_ns, 0);
+  if (handler >= long_ns(s) && (cpu = thread_cpu_ns() - entry_cpu) < handler)
+    handler = cpu;
+  cost = 2 * s->latency_ns + handler + atomic_exchange(&s->work_ns, 0);
   delay = s->period_ns;
   if (PROF_PACE * cost > delay) {
     delay = PROF_PACE * cost;
@@ -273,11 +274,11 @@ static void on_signal (int sig, siginfo_t *si, void *uc) {
     atomic_fetch_add(&inflight[i], 1);
     s = atomic_load(&slots[i]);
     if (s != NULL && atomic_load(&s->tag) == tag) {
-      uint64_t entry = mono_ns();
+      uint64_t entry = mono_ns(), entry_cpu = thread_cpu_ns();
       ours = 1;
-      count_periods(s);
+      count_periods(s, entry_cpu);
 #if PROF_TIMERS
-      rearm(s, entry);
+      rearm(s, entry, entry_cpu);
 #endif
     }
     atomic_fetch_sub(&inflight[i], 1);
