@@ -36,7 +36,7 @@ local mode = module:get_option_string("perfmon_mode", "exact");
 if mode ~= "exact" and mode ~= "sampled" then
 	error(("mod_perfmon: perfmon_mode = %q is not understood, expecting \"exact\" or \"sampled\""):format(mode), 0);
 end
-local monitor = perfmon.monitor(mode == "sampled" and { "jank", "ticks", mode = "sampled" } or { "jank", "ticks" });
+local monitor = perfmon.monitor { "jank", "ticks", mode = mode };
 
 ---------------------------------------------------------------------------
 -- Modules as groups

@@ -232,12 +232,11 @@ function perfmon.monitor(probes)
   -- made (with its finalizer) before the probes are taken, so that a
   -- memory error cannot leave them held by no monitor; setting fields the
   -- table has allocates nothing
-  local mon = setmetatable({ mask = 0, closed = true, sampled = false,
-                             mode = "exact" }, Monitor)
+  local mon = setmetatable({ mask = 0, closed = true, mode = "exact" }, Monitor)
   -- the core checks the names; its error is raised again at the caller's line
   local ok, mask, sampled = pcall(core.open, probes)
   if not ok then error(mask, 2) end
-  mon.mask, mon.sampled, mon.closed = mask, sampled, false
+  mon.mask, mon.closed = mask, false
   mon.mode = sampled and "sampled" or "exact"
   guard_sethook()
   return mon
@@ -248,7 +247,7 @@ function Monitor:close()
   check_self(self, Monitor, "close", "monitor")
   if not self.closed then
     self.closed = true
-    core.close(self.mask, self.sampled)
+    core.close(self.mask, self.mode == "sampled")
     guard_sethook()
   end
 end

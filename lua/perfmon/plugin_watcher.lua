@@ -34,8 +34,9 @@ local SAMPLES_PER_WINDOW = 10 -- CPU samples taken per cpu_window_ms
 
 local args = require("perfmon.args")
 
-local function arg_error(msg)
-  args.error(1, "new", msg, 3) -- in check_options' helpers
+-- In check_options (depth: the helpers between it and the call, if any).
+local function arg_error(msg, depth)
+  args.error(1, "new", msg, 3 + (depth or 0))
 end
 
 -- The numeric options: what each must be, and the test (each false for
@@ -62,6 +63,15 @@ for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
 table.sort(VALID)
 VALID = table.concat(VALID, ", ")
 
+-- Option k, if given, is one of the strings a and b.
+local function check_choice(opts, k, a, b)
+  local v = opts[k]
+  if v ~= nil and v ~= a and v ~= b then
+    arg_error(("'%s' must be \"%s\" or \"%s\", got %s"):format(k, a, b,
+      type(v) == "string" and ("%q"):format(v) or type(v)), 1)
+  end
+end
+
 -- Every option is checked before anything starts: a typo (alert = 5) is an
 -- error, not a default silently kept.
 local function check_options(opts)
@@ -84,20 +94,14 @@ local function check_options(opts)
       arg_error(("'%s' must be %s, got %s"):format(k, check[1], tostring(v)))
     end
   end
-  if opts.mode ~= nil and opts.mode ~= "exact" and opts.mode ~= "sampled" then
-    arg_error(("'mode' must be \"exact\" or \"sampled\", got %s"):format(
-      type(opts.mode) == "string" and ("%q"):format(opts.mode) or type(opts.mode)))
-  end
+  check_choice(opts, "mode", "exact", "sampled")
   if opts.escalate_ms ~= nil and opts.mode ~= "sampled" then
     arg_error("'escalate_ms' needs mode = \"sampled\" (an exact watcher has the exact figures)")
   end
   if opts.on_diagnosis ~= nil and type(opts.on_diagnosis) ~= "function" then
     arg_error("'on_diagnosis' must be a function, got " .. type(opts.on_diagnosis))
   end
-  if opts.time ~= nil and opts.time ~= "self" and opts.time ~= "inclusive" then
-    arg_error(("'time' must be \"self\" or \"inclusive\", got %s"):format(
-      type(opts.time) == "string" and ("%q"):format(opts.time) or type(opts.time)))
-  end
+  check_choice(opts, "time", "self", "inclusive")
   if opts.kind ~= nil and (type(opts.kind) ~= "string" or opts.kind == "") then
     arg_error("'kind' must be a group kind or \"*\", got "
       .. (opts.kind == "" and "an empty string" or type(opts.kind)))

@@ -164,7 +164,7 @@ local function open_monitor(mode, own)
   if mode == "auto" then
     local info = core.info()
     local exact, sampled = info.exact_monitors, info.sampled_monitors
-    if own and own.sampled then sampled = sampled - 1
+    if own and own.mode == "sampled" then sampled = sampled - 1
     elseif own then exact = exact - 1 end
     mode = sampled > 0 and exact == 0 and "sampled" or "exact"
   end
