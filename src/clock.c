@@ -18,64 +18,37 @@
 #include <x86intrin.h>
 #endif
 
-/* What the CPU has, found by the first pm_clock_init.  Every lua_State on
-** every thread reads it, and states opened at once on several threads all
-** write it (the same value): one atomic word, so that this is no data
-** race.  Relaxed order is enough, each reader needing only the word. */
-#define CLOCK_KNOWN 1
-#define CLOCK_RDTSCP 2 /* the CPU has rdtscp */
-#define CLOCK_INVARIANT 4 /* its TSC is invariant */
-static atomic_uint cpu_flags;
+/* What the CPU has, found by the first pm_clock_init (clock.h's flags).
+** Every lua_State on every thread reads it, and states opened at once on
+** several threads all write it (the same value): one atomic word, so that
+** this is no data race.  Relaxed order is enough, each reader needing only
+** the word. */
+atomic_uint pm_clock_flags;
 
-#define FLAGS() atomic_load_explicit(&cpu_flags, memory_order_relaxed)
+#define FLAGS() atomic_load_explicit(&pm_clock_flags, memory_order_relaxed)
 
-/* An invariant TSC ticks at one rate on every core and the kernel keeps the
-** cores in step, so a measure that migrates stays exact: the CPU id is then
-** reported as unknown and no measure is discarded for moving. */
+/* Finds what the CPU has, once: whether its TSC is invariant (pm_cycles
+** needs no CPU id then), whether it has rdtscp to read one. */
 void pm_clock_init (void) {
-  unsigned flags = CLOCK_KNOWN;
+  unsigned flags = PM_CLOCK_KNOWN;
 #if defined(__x86_64__)
   unsigned a, b, c, d;
-  if (FLAGS() & CLOCK_KNOWN)
+  if (FLAGS() & PM_CLOCK_KNOWN)
     return;
   if (__get_cpuid(0x80000001, &a, &b, &c, &d) && ((d >> 27) & 1))
-    flags |= CLOCK_RDTSCP;
+    flags |= PM_CLOCK_RDTSCP;
   if (__get_cpuid(0x80000007, &a, &b, &c, &d) && ((d >> 8) & 1))
-    flags |= CLOCK_INVARIANT;
+    flags |= PM_CLOCK_INVARIANT;
 #endif
-  atomic_store_explicit(&cpu_flags, flags, memory_order_relaxed);
-}
-
-
-uint64_t pm_cycles (uint32_t *cpu) {
-#if defined(__x86_64__)
-  if ((FLAGS() & (CLOCK_RDTSCP | CLOCK_INVARIANT)) == CLOCK_RDTSCP) {
-    unsigned aux;
-    uint64_t t = __rdtscp(&aux);
-    *cpu = aux & 0xfff; /* Linux puts the node above bit 12 */
-    return t;
-  }
-  *cpu = PM_CPU_UNKNOWN;
-  return __rdtsc();
-#elif defined(__aarch64__)
-  uint64_t t;
-  __asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(t));
-  *cpu = PM_CPU_UNKNOWN;
-  return t;
-#else
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  *cpu = PM_CPU_UNKNOWN;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-#endif
+  atomic_store_explicit(&pm_clock_flags, flags, memory_order_relaxed);
 }
 
 const char *pm_clock_name (void) {
 #if defined(__x86_64__)
   unsigned flags = FLAGS();
-  return (flags & CLOCK_INVARIANT) ? "rdtsc (invariant)"
-         : (flags & CLOCK_RDTSCP)  ? "rdtscp"
-                                   : "rdtsc";
+  return (flags & PM_CLOCK_INVARIANT) ? "rdtsc (invariant)"
+         : (flags & PM_CLOCK_RDTSCP)  ? "rdtscp"
+                                      : "rdtsc";
 #elif defined(__aarch64__)
   return "cntvct_el0";
 #else

@@ -94,7 +94,7 @@ struct pm_Engine {
   unsigned probes; /* PM_BIT(probe) when held */
   int probe_refs[PM_NPROBES];
   int monitors;
-  int instant; /* pm_sw_instant: the clock is read, at instant_cycles */
+  int instant; /* in a switch: the clock was read, at instant_cycles */
   uint32_t instant_cpu;
   uint64_t instant_cycles;
   uint64_t iter; /* iteration number, 1.. */

@@ -283,25 +283,30 @@ static void unwind_dead (pm_Thread *t) {
 
 /* A thread waiting in resume for the running one is LUA_OK with frames;
 ** one that yielded is LUA_YIELD; one that ended has no frames or died. */
-static int is_resumer (lua_State *L) {
+static int is_resumer (lua_State *L, int status) {
   lua_Debug ar;
-  return lua_status(L) == LUA_OK && lua_getstack(L, 0, &ar);
+  return status == LUA_OK && lua_getstack(L, 0, &ar);
 }
 
-/* A thread that yielded keeps its frames; one that ended has none. */
-static void thread_stop (pm_Thread *t) {
-  t->loop_events = pm_sw_nested_pause(&t->S->e, t->loops);
-  pm_sw_blocking_pause(&t->S->e, t->blocking);
-  stop_frames(t, lua_status(t->L) == LUA_YIELD);
+/* A thread that yielded keeps its frames; one that ended has none.  Its
+** nested loops and blocking calls, rare, wait for it to run again. */
+static void thread_stop (pm_Thread *t, int status) {
+  if (PM_UNLIKELY(t->loops > 0))
+    t->loop_events = pm_sw_nested_pause(&t->S->e, t->loops);
+  if (PM_UNLIKELY(t->blocking > 0))
+    pm_sw_blocking_pause(&t->S->e, t->blocking);
+  stop_frames(t, status == LUA_YIELD);
   t->active = 0;
 }
 
 static void thread_run (pm_Thread *t) {
   const pm_Set *parent = t->S->e.empty;
   int i;
-  if (!pm_sw_nested_resume(&t->S->e, t->loops, t->loop_events))
+  if (PM_UNLIKELY(t->loops > 0) &&
+      !pm_sw_nested_resume(&t->S->e, t->loops, t->loop_events))
     t->loops = 0; /* too deep to come back: dropped */
-  pm_sw_blocking_resume(&t->S->e, t->blocking);
+  if (PM_UNLIKELY(t->blocking > 0))
+    pm_sw_blocking_resume(&t->S->e, t->blocking);
   for (i = 0; i < t->n; i++) {
     pm_Frame *fr = &t->f[i];
     fr->iter = t->S->e.iter;
@@ -340,20 +345,20 @@ int pm_hook_nested_leave (pm_State *S) {
   return rc;
 }
 
-/* The innermost set goes from prev's top to t's: none while stopwatches
-** stop and start, so that no self time is charged to a group whose
-** stopwatch does not run. */
+/* The innermost set goes from prev's top to t's, at one instant
+** (pm_sw_switch_begin). */
 static void thread_switch (pm_Thread *t) {
   pm_Thread *prev = t->S->current;
-  pm_sw_instant(&t->S->e, 1);
-  pm_sw_self(&t->S->e, NULL);
-  if (prev != NULL && prev->active && !is_resumer(prev->L))
-    thread_stop(prev);
+  pm_sw_switch_begin(&t->S->e);
+  if (prev != NULL && prev->active) {
+    int status = lua_status(prev->L);
+    if (!is_resumer(prev->L, status))
+      thread_stop(prev, status);
+  }
   if (!t->active)
     thread_run(t);
   t->S->current = t;
-  pm_sw_self(&t->S->e, top_set(t));
-  pm_sw_instant(&t->S->e, 0);
+  pm_sw_switch_end(&t->S->e, top_set(t));
 }
 
 /* }====================================================== */

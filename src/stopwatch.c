@@ -18,19 +18,11 @@ static const pm_Allocs none_alloc = {0, 0};
 
 static uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
   *cpu = PM_CPU_UNKNOWN;
-  if (PM_UNLIKELY(E->instant)) { /* pm_sw_instant: read once already */
+  if (PM_UNLIKELY(E->instant)) { /* in a switch: read once already */
     *cpu = E->instant_cpu;
     return E->instant_cycles;
   }
   return HAS(E, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
-}
-
-void pm_sw_instant (pm_Engine *E, int on) {
-  E->instant = 0;
-  if (on && HAS(E, PM_PROBE_JANK)) {
-    E->instant_cycles = pm_cycles(&E->instant_cpu);
-    E->instant = 1;
-  }
 }
 
 /* Cycles spent blocked (off the CPU, in declared blocking calls) before
@@ -380,7 +372,7 @@ static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle);
 ** groups between snapshots would pay for all of them at each window.  So
 ** there the window's end commits the period once the list is long, as a
 ** snapshot would, and the list starts again from the groups running.  No
-** window ends at an instant (pm_sw_instant): the CPU clock would be read
+** window ends inside a switch (pm_sw_switch_begin): the CPU clock would be read
 ** later than the cycles; the first change after it ends it. */
 static uint64_t change (pm_Engine *E, uint32_t *cpu) {
   uint64_t now = read_cycles(E, cpu);
@@ -439,6 +431,21 @@ void pm_sw_self (pm_Engine *E, const pm_Set *s) {
   uint64_t now = change(E, &cpu);
   self_charge(E, now, cpu);
   E->self_set = s;
+}
+
+void pm_sw_switch_begin (pm_Engine *E) {
+  uint32_t cpu;
+  uint64_t now = change(E, &cpu);
+  self_charge(E, now, cpu);
+  E->self_set = NULL;
+  E->instant = HAS(E, PM_PROBE_JANK);
+  E->instant_cycles = now;
+  E->instant_cpu = cpu;
+}
+
+void pm_sw_switch_end (pm_Engine *E, const pm_Set *s) {
+  E->self_set = s;
+  E->instant = 0;
 }
 
 /* }====================================================== */

@@ -33,18 +33,22 @@ void pm_sw_release (pm_Engine *E, const pm_Set *s, uint32_t owned,
 ** enters it: its stopwatches start, and it becomes the innermost set;
 ** returns what the frame owns, PM_SW_SELF and the acquired bits.  Its
 ** return leaves it: the set below (that of the frame under it) becomes
-** the innermost again.  A coroutine switch says which set is innermost
-** with pm_sw_self (NULL: none, while stopwatches stop and start). */
+** the innermost again.  pm_sw_self says which set is innermost when
+** frames go without their returns (a thread perfmon loses sight of). */
 #define PM_SW_SELF ((uint64_t)1 << 32)
 uint64_t pm_sw_enter (pm_Engine *E, const pm_Set *s);
 void pm_sw_leave (pm_Engine *E, const pm_Set *s, uint64_t owned, uint64_t iter,
                   const pm_Set *below);
 void pm_sw_self (pm_Engine *E, const pm_Set *s);
 
-/* The changes between on and off happen at one instant: the clock is read
-** once, at on.  A thread switch stops and starts a stopwatch per frame,
-** and a read of the cycle counter costs tens of ns in a virtual machine. */
-void pm_sw_instant (pm_Engine *E, int on);
+/* A coroutine switch stops the stopwatches of the frames of one thread
+** and starts those of another's, between pm_sw_switch_begin and
+** pm_sw_switch_end, at one instant: the clock is read once, at begin (a
+** read costs tens of ns in a virtual machine), and what the switch itself
+** takes goes to what runs after it.  No set is innermost in between; s
+** is at end. */
+void pm_sw_switch_begin (pm_Engine *E);
+void pm_sw_switch_end (pm_Engine *E, const pm_Set *s);
 
 void pm_sw_start (pm_Engine *E); /* monitoring begins */
 void pm_sw_stop (pm_Engine *E); /* monitoring ends: commit what is pending */

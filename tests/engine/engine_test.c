@@ -318,7 +318,7 @@ static void test_cpu_migration (void) {
 /* Changes made at one instant (a thread switch): the clock is read once,
 ** so that what the switch itself takes goes to what runs after it, not to
 ** the stopwatches it stops. */
-static void test_instant (void) {
+static void test_switch (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
   monitor(JANK);
@@ -326,11 +326,11 @@ static void test_instant (void) {
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   fake_advance(100, 100);
-  pm_sw_instant(&E, 1);
+  pm_sw_switch_begin(&E);
   fake_advance(30, 30); /* the switch's own work */
   ret();
   call(sb);
-  pm_sw_instant(&E, 0);
+  pm_sw_switch_end(&E, sb);
   fake_advance(50, 50);
   ret();
   CHECK(pm_sw_event_end(&E) == PM_OK);
@@ -611,7 +611,7 @@ int main (void) {
       {"nested_loop", test_nested_loop},
       {"blocking", test_blocking},
       {"cpu_migration", test_cpu_migration},
-      {"instant", test_instant},
+      {"switch", test_switch},
       {"memory", test_memory},
       {"jank_alert", test_jank_alert},
       {"invisible_and_unwatched", test_invisible_and_unwatched},
