@@ -424,6 +424,16 @@ static size_t set_size (int n) {
   return sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
 }
 
+/* A set of one group is that group's own (solo), which goes with it. */
+static pm_Set *set_new (pm_Engine *E, pm_Group **g, int n) {
+  return n == 1 ? &g[0]->solo : pm_alloc(E, set_size(n));
+}
+
+static void set_free (pm_Engine *E, pm_Set *s) {
+  if (!(s->n == 1 && s == &s->g[0]->solo))
+    pm_free(E, s, set_size(s->n));
+}
+
 static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
   SetKey k;
   pm_Set *s, **a;
@@ -439,7 +449,7 @@ static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
   if (a == NULL)
     return NULL;
   E->sets = a;
-  if ((s = pm_alloc(E, set_size(n))) == NULL)
+  if ((s = set_new(E, g, n)) == NULL)
     return NULL;
   s->hash = k.hash;
   s->n = n;
@@ -447,7 +457,7 @@ static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
   E->sets[E->nsets] = s;
   if (!pm_index_add(E, &E->setidx, (uint32_t)E->nsets + 1, k.hash, set_hash_of,
                     &k)) {
-    pm_free(E, s, set_size(n));
+    set_free(E, s);
     return NULL;
   }
   E->nsets++;
@@ -504,7 +514,7 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
 void pm_sets_free (pm_Engine *E) {
   int i;
   for (i = 0; i < E->nsets; i++)
-    pm_free(E, E->sets[i], set_size(E->sets[i]->n));
+    set_free(E, E->sets[i]);
   if (E->sets != NULL)
     pm_free(E, E->sets, (size_t)E->setcap * sizeof(pm_Set *));
   pm_index_free(E, &E->setidx);
@@ -580,7 +590,7 @@ static int sets_reap (pm_Engine *E) {
   for (i = 0; i < E->nsets; i++) {
     pm_Set *s = E->sets[i];
     if (set_dying(s))
-      pm_free(E, s, set_size(s->n));
+      set_free(E, s);
     else
       E->sets[n++] = s;
   }
@@ -672,6 +682,7 @@ void pm_groups_free (pm_Engine *E) {
     E->envs = e->next;
     pm_free(E, e, sizeof(*e));
   }
+  pm_sets_free(E); /* before the groups, which hold their own */
   for (i = 0; i < E->ngroups; i++)
     group_free(E, E->groups[i]);
   if (E->groups)
@@ -679,7 +690,6 @@ void pm_groups_free (pm_Engine *E) {
   E->groups = NULL;
   E->ngroups = E->groupcap = 0;
   sources_free(E);
-  pm_sets_free(E);
 }
 
 /* }====================================================== */

@@ -63,7 +63,37 @@ typedef struct pm_Meter {
 
 typedef struct pm_Env pm_Env;
 
-typedef struct pm_Group {
+typedef struct pm_Group pm_Group;
+
+typedef struct pm_Set {
+  uint32_t hash;
+  int n;
+  pm_Group *g[1]; /* n of them, sorted by id */
+} pm_Set;
+
+struct pm_Group {
+  /* What a change of group reads and writes (stopwatch.c), first and
+  ** together: a host with many groups changes group every microsecond,
+  ** and each group's lines are cache misses then.  Its own set ({it}),
+  ** which most of its functions run in, leads them: a call into it reads
+  ** the set and the stopwatch from one line. */
+  pm_Set solo;
+  uint64_t owner_iter; /* iteration its stopwatch runs in; 0: stopped */
+  uint64_t start_cycles;
+  uint64_t start_blocked; /* E->blocked_cycles when it started */
+  uint32_t start_cpu;
+  double start_blocking;
+  uint64_t touched_period;
+  pm_Group *next_touched;
+  uint64_t recent_cycles; /* since the period began */
+  uint64_t recent_ticks;
+  double recent_blocking;
+  uint64_t in_window; /* the window it is listed in */
+  pm_Group *next_windowed;
+  pm_Meter all, self; /* inclusive and self */
+  /* the memory probe's, only while it is held */
+  pm_Allocs start_alloc; /* E->allocs when it started */
+  pm_Allocs recent_alloc, recent_self_alloc; /* since the period began */
   int id; /* 1.., never reused; 0 is the process */
   char *name, *kind;
   int refs; /* its handle, environments, source prefixes, its chunk */
@@ -72,22 +102,6 @@ typedef struct pm_Group {
   pm_Env **envs; /* the environments it is attached to, for memberships */
   int nenv, envcap;
   pm_Env *chunk_env; /* chunk groups: the chunk's environment */
-  /* stopwatch (stopwatch.c) */
-  uint64_t owner_iter; /* iteration its stopwatch runs in; 0: stopped */
-  uint64_t start_cycles;
-  uint32_t start_cpu;
-  double start_blocking;
-  pm_Allocs start_alloc; /* E->allocs when it started */
-  pm_Allocs recent_alloc, recent_self_alloc; /* since the period began */
-  uint64_t start_blocked; /* E->blocked_cycles when it started */
-  uint64_t recent_cycles; /* since the period began */
-  double recent_blocking;
-  uint64_t recent_ticks;
-  uint64_t touched_period;
-  struct pm_Group *next_touched;
-  pm_Meter all, self; /* inclusive and self */
-  uint64_t in_window; /* the window it is listed in */
-  struct pm_Group *next_windowed;
   pm_Stats total;
   /* sampled mode (pm_sw_sample): the last sample that charged it, and the
   ** last that found it innermost; how many charged it in this period, and
@@ -101,13 +115,7 @@ typedef struct pm_Group {
   int alert_count; /* events over a threshold since its last alert */
   int alert_self_count; /* those of them that janked on self time */
   double alert_time; /* realtime µs of the event that raised it */
-} pm_Group;
-
-typedef struct pm_Set {
-  uint32_t hash;
-  int n;
-  pm_Group *g[1]; /* n of them, sorted by id */
-} pm_Set;
+};
 
 struct pm_Env {
   const void *table; /* NULL once the table is collected */

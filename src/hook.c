@@ -78,6 +78,15 @@ static void invalidate (void) {
   atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
+/* S->current, and each record's flag that says it is (cached). */
+static void set_current (pm_State *S, pm_Thread *t) {
+  if (S->current != NULL)
+    S->current->current = 0;
+  if (t != NULL)
+    t->current = 1;
+  S->current = t;
+}
+
 static pm_Thread *thread_new (pm_State *S, lua_State *L) {
   pm_Thread *t = pm_alloc(&S->e, sizeof(*t));
   if (t == NULL)
@@ -106,7 +115,7 @@ static void thread_free (pm_Thread *t) {
   if (t->f)
     pm_free(&S->e, t->f, (size_t)t->cap * sizeof(pm_Frame));
   if (S->current == t)
-    S->current = NULL;
+    set_current(S, NULL);
   pm_free(&S->e, t, sizeof(*t));
 }
 
@@ -357,7 +366,7 @@ static void thread_switch (pm_Thread *t) {
   }
   if (!t->active)
     thread_run(t);
-  t->S->current = t;
+  set_current(t->S, t);
   pm_sw_switch_end(&t->S->e, top_set(t));
 }
 
@@ -622,11 +631,12 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
 ** thread on this OS thread goes through thread_find, and every change of
 ** S->current otherwise moves the epoch.  A state handed to another OS
 ** thread may have switched coroutines there, out of this cache's sight:
-** hence the last test (last.t is valid once the first two passed). */
+** hence the last test (last.t is valid once the first two passed), on
+** the record's own line, which the event reads next anyway. */
 static PM_INLINE int cached (lua_State *L) {
   return last.L == L &&
          last.epoch == atomic_load_explicit(&epoch, memory_order_relaxed) &&
-         last.t->S->current == last.t;
+         last.t->current;
 }
 
 /* Every event, handled in full: on the public path all of them, on the
@@ -831,7 +841,7 @@ static void uninstall (lua_State *L, pm_State *S) {
   unhook(S, S->main, NULL);
   if (L != NULL)
     unhook(S, L, NULL);
-  S->current = NULL;
+  set_current(S, NULL);
   pm_sets_free(&S->e);
   invalidate();
 }

@@ -33,6 +33,7 @@ struct pm_Thread {
   lua_State *L;
   pm_Frame *f;
   int n, cap;
+  int current; /* S->current is this: read beside n by every event */
   int active; /* its frames' stopwatches may be running */
   int seeded; /* the frames on its stack when first seen are pushed */
   int blocking; /* blocking calls begun in it and not ended */

@@ -265,7 +265,8 @@ static void start (pm_Engine *E, pm_Group *g, uint64_t now, uint32_t cpu) {
   g->start_cpu = cpu;
   g->start_blocking = E->blocking_total;
   g->start_blocked = blocked_at(E, now);
-  g->start_alloc = E->allocs;
+  if (HAS(E, PM_PROBE_MEMORY))
+    g->start_alloc = E->allocs;
   touch(E, g);
 }
 
@@ -280,7 +281,8 @@ static void charge (pm_Engine *E, pm_Group *g, uint64_t now, uint32_t cpu) {
       window_add(E, g, &g->all, d);
   }
   g->recent_blocking += E->blocking_total - g->start_blocking;
-  allocs_add(&g->recent_alloc, &E->allocs, &g->start_alloc);
+  if (HAS(E, PM_PROBE_MEMORY))
+    allocs_add(&g->recent_alloc, &E->allocs, &g->start_alloc);
 }
 
 /* Self time: the innermost frame's set (E->self_set) is measured from

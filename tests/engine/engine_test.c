@@ -495,10 +495,11 @@ static void test_sets_out_of_memory (void) {
     made[n] = set_of(&tables[n], group("G"), NULL);
     n++;
   }
-  for (k = 0; k < 3; k++) {
+  for (k = 0; k < 3; k++) { /* two groups: a set of one is its group's */
     pm_Env *e = pm_env_get(&E, &tables[n], 1);
-    pm_Group *g = group("new");
+    pm_Group *g = group("new"), *g2 = group("new2");
     CHECK(pm_env_attach(&E, e, g) == PM_ATTACH_OK);
+    CHECK(pm_env_attach(&E, e, g2) == PM_ATTACH_OK);
     fail_next = nth[k];
     CHECK(pm_set_for(&E, e, NULL, NULL, NULL) == NULL);
     CHECK(fail_next == 0 && E.nsets == 64);
@@ -507,7 +508,7 @@ static void test_sets_out_of_memory (void) {
       ok &= pm_set_for(&E, pm_env_get(&E, &tables[i], 0), NULL, NULL, NULL) ==
             made[i];
     CHECK(ok);
-    CHECK(pm_env_detach(&E, e, g));
+    CHECK(pm_env_detach(&E, e, g) && pm_env_detach(&E, e, g2));
   }
   CHECK(set_of(&tables[n], group("last"), NULL) != NULL && E.nsets == 65);
   unmonitor(JANK);
