@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "clock.h"
 
+#include "hints.h"
+
 #include <stdatomic.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -71,7 +73,7 @@ static double read_us (clockid_t id) {
 ** would cost a system call for nothing. */
 #define RUSAGE_EVERY_US 4000.0
 
-static _Thread_local struct {
+static _Thread_local PM_TLS_MODEL struct {
   double cpu_us; /* the thread's CPU time at the last read */
   double user_us, system_us; /* what getrusage said then */
 } split = {-RUSAGE_EVERY_US, 0, 0};
@@ -96,7 +98,7 @@ void pm_cputime (pm_CpuTime *t) {
 }
 
 const void *pm_os_thread (void) {
-  static _Thread_local char self;
+  static _Thread_local PM_TLS_MODEL char self;
   return &self;
 }
 

@@ -20,21 +20,9 @@
 
 #include "clock.h"
 #include "group.h"
+#include "hints.h"
 #include "index.h"
 #include "map.h"
-
-/* Hints for the hot paths (the hook, the allocator wrapper): what to keep
-** inline, and what to move out of line so that the common case needs no
-** register saved. */
-#if defined(__GNUC__)
-#define PM_INLINE inline __attribute__((always_inline))
-#define PM_NOINLINE __attribute__((noinline))
-#define PM_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define PM_INLINE inline
-#define PM_NOINLINE
-#define PM_UNLIKELY(x) (x)
-#endif
 
 /* What the markers return: the same values as perfmon.h's PERFMON_OK and
 ** PERFMON_EMISUSE (host.c checks that they agree). */

@@ -10,7 +10,8 @@ static _Thread_local struct { int events, mismatches; } check;
 static void check_hook (lua_State *L, lua_Debug *ar) {
   lua_Debug up;
   lua_getinfo(L, "f", ar);
-  if (pm_frame_function(ar->i_ci) != lua_topointer(L, -1))
+  if (pm_frame_function(ar->i_ci) != lua_topointer(L, -1) ||
+      pm_frame_is_c(ar->i_ci) != lua_iscfunction(L, -1))
     check.mismatches++;
   lua_pop(L, 1);
   if (lua_getstack(L, 1, &up) && pm_frame_caller(ar->i_ci) != up.i_ci)

@@ -28,14 +28,6 @@
 /* The record of the last lua_State seen on this OS thread.  The epoch moves
 ** whenever any record dies, so a stale entry is never used. */
 static atomic_uint epoch;
-#if defined(__GNUC__)
-/* initial-exec: a plain load, where the default model of a shared object
-   calls __tls_get_addr on every access */
-#define PM_TLS_MODEL __attribute__((tls_model("initial-exec")))
-#else
-#define PM_TLS_MODEL
-#endif
-
 static _Thread_local PM_TLS_MODEL struct {
   lua_State *L;
   pm_Thread *t;
@@ -681,7 +673,11 @@ static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
   pm_Frame *top = &t->f[t->n - 1];
   if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
       top->ci == pm_frame_caller(ar->i_ci)) {
-    uintptr_t v = pm_map_get(&t->S->e.known, pm_frame_function(ar->i_ci));
+    /* where every coroutine has the hook, every C function inherits: no
+    ** need to look it up */
+    uintptr_t v = pm_frame_is_c(ar->i_ci) && t->S->threads_hooked
+                      ? PM_FN_C
+                      : pm_map_get(&t->S->e.known, pm_frame_function(ar->i_ci));
     /* top->set is never NULL, so a miss (0) never reads as "same set" */
     if (v == PM_FN_C || v == (uintptr_t)top->set) {
       top[1].ci = ar->i_ci;
