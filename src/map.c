@@ -3,6 +3,8 @@
 */
 #include "map.h"
 
+#include <string.h>
+
 /* The slot holding key, or the free slot where its probe ends (m has
 ** room: its load stays under 1/2). */
 static size_t find (const pm_Map *m, const void *key) {
@@ -12,11 +14,34 @@ static size_t find (const pm_Map *m, const void *key) {
   return i;
 }
 
+static void filter_set (pm_Map *m, const void *key) {
+  size_t b = pm_map_bit(m, key);
+  m->bits[b >> 3] |= (unsigned char)(1u << (b & 7));
+}
+
 static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
   size_t i = find(m, key);
   m->e[i].key = key;
   m->e[i].val = val;
   m->count++;
+  filter_set(m, key);
+}
+
+/* Makes the filter again from the keys there are. */
+static void filter_make (pm_Map *m) {
+  size_t i;
+  if (m->e == NULL)
+    return;
+  memset(m->bits, 0, m->mask + 1);
+  for (i = 0; i <= m->mask; i++)
+    if (m->e[i].key != NULL)
+      filter_set(m, m->e[i].key);
+  m->dels = 0;
+}
+
+/* The entries and the filter, in one block. */
+static size_t block_size (size_t cap) {
+  return cap * (sizeof(pm_MapEntry) + 1);
 }
 
 static unsigned log2_of (size_t cap) {
@@ -29,21 +54,24 @@ static unsigned log2_of (size_t cap) {
 static int resize (pm_Map *m, size_t cap, pm_Allocf f, void *ud) {
   size_t oldcap = m->e ? m->mask + 1 : 0;
   pm_MapEntry *old = m->e;
-  pm_MapEntry *e = f(ud, NULL, 0, cap * sizeof(*e));
+  pm_MapEntry *e = f(ud, NULL, 0, block_size(cap));
   size_t i;
   if (e == NULL)
     return 0;
   for (i = 0; i < cap; i++)
     e[i].key = NULL;
   m->e = e;
+  m->bits = (unsigned char *)(e + cap);
+  memset(m->bits, 0, cap);
   m->mask = cap - 1;
   m->shift = 64 - log2_of(cap);
   m->count = 0;
+  m->dels = 0;
   for (i = 0; i < oldcap; i++)
     if (old[i].key != NULL)
       insert_new(m, old[i].key, old[i].val);
   if (old)
-    f(ud, old, oldcap * sizeof(*old), 0);
+    f(ud, old, block_size(oldcap), 0);
   return 1;
 }
 
@@ -93,6 +121,8 @@ uintptr_t pm_map_del (pm_Map *m, const void *key) {
     return 0;
   v = m->e[i].val;
   remove_at(m, i);
+  if (++m->dels > (m->mask + 1) / 2)
+    filter_make(m);
   return v;
 }
 
@@ -108,6 +138,7 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
     else
       i++;
   }
+  filter_make(m);
 }
 
 void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud) {
@@ -121,12 +152,14 @@ void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud) {
 
 void pm_map_free (pm_Map *m, pm_Allocf f, void *ud) {
   if (m->e)
-    f(ud, m->e, (m->mask + 1) * sizeof(*m->e), 0);
+    f(ud, m->e, block_size(m->mask + 1), 0);
   m->e = NULL;
+  m->bits = NULL;
   m->mask = 0;
   m->count = 0;
+  m->dels = 0;
 }
 
 size_t pm_map_bytes (const pm_Map *m) {
-  return m->e ? (m->mask + 1) * sizeof(*m->e) : 0;
+  return m->e ? block_size(m->mask + 1) : 0;
 }

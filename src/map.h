@@ -6,6 +6,13 @@
 ** lua_Alloc's contract (pm_Allocf): perfmon passes the lua_State's own, the
 ** one it wraps, called directly, so growing the map never runs the garbage
 ** collector.  A failed growth leaves the map as it was.
+**
+** Beside the entries, a filter of 8 bits a slot says which keys the map
+** may hold: the allocator wrapper asks it at every free, most of which are
+** of blocks the map never held, and the filter's byte is likelier in the
+** cache than the entry's line.  A key sets its bit; deletions leave bits
+** set (others may share them) until the filter is made again from the
+** keys, once as many keys were deleted as half the slots.
 */
 #ifndef PM_MAP_H
 #define PM_MAP_H
@@ -23,8 +30,10 @@ typedef struct pm_MapEntry {
 
 typedef struct pm_Map {
   pm_MapEntry *e; /* key and value side by side: a hit reads one line */
+  unsigned char *bits; /* the filter: capacity bytes, after the entries */
   size_t mask; /* capacity - 1; capacity is a power of 2, or 0 */
   size_t count;
+  size_t dels; /* deletions since the filter was made */
   unsigned shift; /* 64 - log2(capacity) */
 } pm_Map;
 
@@ -32,6 +41,22 @@ typedef struct pm_Map {
 ** the address, so the alignment zeros at the bottom do no harm. */
 static inline size_t pm_map_slot (const pm_Map *m, const void *key) {
   return (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >> m->shift);
+}
+
+/* The filter's bit for key: the product's top bits, 3 more than the
+** slot's. */
+static inline size_t pm_map_bit (const pm_Map *m, const void *key) {
+  return (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >>
+                  (m->shift - 3));
+}
+
+/* 0 when key is surely absent; 1 when it may be there. */
+static inline int pm_map_may_hold (const pm_Map *m, const void *key) {
+  size_t b;
+  if (m->count == 0)
+    return 0;
+  b = pm_map_bit(m, key);
+  return (m->bits[b >> 3] >> (b & 7)) & 1;
 }
 
 /* Looks key up; returns 0 when absent.  Inline: the hook calls it on every

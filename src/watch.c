@@ -22,7 +22,8 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
 ** allocations and resizes go straight on to the host's allocator without
 ** saving a register. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
-  uintptr_t v = pm_map_get(&S->e.known, ptr);
+  uintptr_t v =
+      pm_map_may_hold(&S->e.known, ptr) ? pm_map_get(&S->e.known, ptr) : 0;
   if (v != 0)
     forget(S, ptr, v);
   return S->e.falloc(S->e.fud, ptr, osize, 0);

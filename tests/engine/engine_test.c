@@ -601,6 +601,42 @@ static void test_samples (void) {
   unmonitor(JANK);
 }
 
+static int drop_third (uintptr_t val, void *arg) {
+  (void)arg;
+  return (val - 1) % 3 == 0; /* val is i + 1 */
+}
+
+/* The map's filter (pm_map_may_hold) never says a key it holds is
+** absent: after inserts, growth, deletions past the remake and a filter;
+** and it keeps most absent keys off the map. */
+static void test_map_filter (void) {
+  static char keys[4000];
+  pm_Map m;
+  int i, ok = 1, absent_hits = 0;
+  memset(&m, 0, sizeof(m));
+  CHECK(!pm_map_may_hold(&m, &keys[0]));
+  for (i = 0; i < 2000; i++)
+    CHECK(pm_map_put(&m, &keys[i], (uintptr_t)i + 1, E.falloc, E.fud));
+  for (i = 0; i < 2000; i++)
+    ok &= pm_map_may_hold(&m, &keys[i]);
+  CHECK(ok);
+  for (i = 2000; i < 4000; i++)
+    absent_hits += pm_map_may_hold(&m, &keys[i]);
+  CHECK(absent_hits < 400); /* 8 bits a slot, under half full: ~6% */
+  for (i = 0; i < 2000; i += 2) /* past half the slots: made again */
+    CHECK(pm_map_del(&m, &keys[i]) == (uintptr_t)i + 1);
+  for (i = 1; i < 2000; i += 2)
+    ok &= pm_map_may_hold(&m, &keys[i]) &&
+          pm_map_get(&m, &keys[i]) == (uintptr_t)i + 1;
+  CHECK(ok);
+  pm_map_filter(&m, drop_third, NULL);
+  for (i = 1; i < 2000; i += 2)
+    ok &= (i % 3 == 0) || pm_map_may_hold(&m, &keys[i]);
+  CHECK(ok);
+  pm_map_free(&m, E.falloc, E.fud);
+  CHECK(!pm_map_may_hold(&m, &keys[1]));
+}
+
 /* }====================================================== */
 
 int main (void) {
@@ -620,6 +656,7 @@ int main (void) {
       {"upvalue_links", test_upvalue_links},
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"samples", test_samples},
+      {"map_filter", test_map_filter},
   };
   return run_tests(tests, sizeof(tests) / sizeof(tests[0]));
 }
