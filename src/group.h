@@ -43,14 +43,15 @@ typedef struct pm_Allocs {
 ** (inclusive); self: while it was in the innermost frame's set; alloc and
 ** self_alloc: the memory allocated meanwhile. */
 typedef struct pm_Stats {
-  pm_CpuTime cpu, self;
-  pm_Allocs alloc, self_alloc;
-  double blocking_us;
+  /* what every event a group runs in adds to, first and together */
   uint64_t ticks;
-  uint64_t durations[PM_DURATIONS]; /* of its CPU time per event */
-  uint64_t self_durations[PM_DURATIONS]; /* of its self time per event */
   uint64_t events; /* events it ran in: what durations counts from */
   double event_us, self_event_us; /* the sums over those events */
+  pm_CpuTime cpu, self;
+  double blocking_us;
+  pm_Allocs alloc, self_alloc;
+  uint64_t durations[PM_DURATIONS]; /* of its CPU time per event */
+  uint64_t self_durations[PM_DURATIONS]; /* of its self time per event */
 } pm_Stats;
 
 /* Cycles charged to a group and the CPU time windows made of them
@@ -88,6 +89,10 @@ struct pm_Group {
   uint64_t recent_cycles; /* since the period began */
   uint64_t recent_ticks;
   double recent_blocking;
+  /* sampled mode (pm_sw_sample): how many samples charged it in this
+  ** period, and its time in the period's event, inclusive and self */
+  uint64_t recent_samples;
+  double sample_event_us, sample_self_us;
   uint64_t in_window; /* the window it is listed in */
   pm_Group *next_windowed;
   pm_Meter all, self; /* inclusive and self */
@@ -103,11 +108,9 @@ struct pm_Group {
   int nenv, envcap;
   pm_Env *chunk_env; /* chunk groups: the chunk's environment */
   pm_Stats total;
-  /* sampled mode (pm_sw_sample): the last sample that charged it, and the
-  ** last that found it innermost; how many charged it in this period, and
-  ** its time in the period's event, inclusive and self */
-  uint64_t sample_stamp, sample_self, recent_samples;
-  double sample_event_us, sample_self_us;
+  /* sampled mode: the last sample that charged it, and the last that
+  ** found it innermost */
+  uint64_t sample_stamp, sample_self;
   /* alerts (alert.c): the highest times since its last alert */
   double alert_jank, alert_self, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */

@@ -498,14 +498,21 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
     cpu_us = g->sample_event_us;
     self_us = g->sample_self_us;
   }
-  credit(&g->total.cpu, &g->all.period_time, 1);
-  credit(&g->total.self, &g->self.period_time, 1);
-  g->all.period_time = g->self.period_time = none;
+  /* most periods close no window, and a group's totals are lines of its
+  ** own that a thousand groups would each bring in at every event */
+  if (g->all.period_time.cpu_us != 0 || g->self.period_time.cpu_us != 0) {
+    credit(&g->total.cpu, &g->all.period_time, 1);
+    credit(&g->total.self, &g->self.period_time, 1);
+    g->all.period_time = g->self.period_time = none;
+  }
   if (!E->quiet) {
-    g->total.blocking_us += g->recent_blocking;
     g->total.ticks += g->recent_ticks;
-    allocs_add(&g->total.alloc, &g->recent_alloc, &none_alloc);
-    allocs_add(&g->total.self_alloc, &g->recent_self_alloc, &none_alloc);
+    if (g->recent_blocking != 0)
+      g->total.blocking_us += g->recent_blocking;
+    if (HAS(E, PM_PROBE_MEMORY)) {
+      allocs_add(&g->total.alloc, &g->recent_alloc, &none_alloc);
+      allocs_add(&g->total.self_alloc, &g->recent_self_alloc, &none_alloc);
+    }
     if (is_event) {
       /* an event it ran in: a group only restarted at the boundary, or
       ** not measured (no jank probe), has no cycles or samples in it */
@@ -520,7 +527,8 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
   g->sample_event_us = g->sample_self_us = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
-  g->recent_alloc = g->recent_self_alloc = none_alloc;
+  if (HAS(E, PM_PROBE_MEMORY))
+    g->recent_alloc = g->recent_self_alloc = none_alloc;
   /* the cycles stay in the window, for the totals */
   g->all.open_cycles = g->self.open_cycles = 0;
 }
