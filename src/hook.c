@@ -36,31 +36,36 @@ static _Thread_local PM_TLS_MODEL struct {
 
 /* The records of the few lua_States this OS thread switched between
 ** lately, by their address: a coroutine switch then finds its record
-** without the state's map.  The same epoch guards them. */
-#define PM_RECENT 8 /* a power of 2 */
+** without the state's map.  Any slot holds any state, searched in turn,
+** so that two coroutines that take turns never evict each other (by
+** address, 3 coroutines in 8 slots would share one a third of the
+** time); a new one takes the slots round.  The same epoch guards them. */
+#define PM_RECENT 8
 static _Thread_local PM_TLS_MODEL struct {
   struct {
     lua_State *L;
     pm_Thread *t;
   } e[PM_RECENT];
-  unsigned epoch;
+  unsigned epoch, next;
 } recent;
-
-static unsigned recent_slot (const lua_State *L) {
-  return (unsigned)((uintptr_t)L >> 4) & (PM_RECENT - 1);
-}
 
 /* L's record if it is among the recent ones, else NULL. */
 static pm_Thread *recent_find (lua_State *L, unsigned ep) {
-  unsigned i = recent_slot(L);
-  return recent.epoch == ep && recent.e[i].L == L ? recent.e[i].t : NULL;
+  int i;
+  if (recent.epoch != ep)
+    return NULL;
+  for (i = 0; i < PM_RECENT; i++)
+    if (recent.e[i].L == L)
+      return recent.e[i].t;
+  return NULL;
 }
 
 static void recent_keep (lua_State *L, pm_Thread *t, unsigned ep) {
-  unsigned i = recent_slot(L);
+  unsigned i = recent.next++ % PM_RECENT;
   if (recent.epoch != ep) {
     memset(&recent, 0, sizeof(recent));
     recent.epoch = ep;
+    i = recent.next++;
   }
   recent.e[i].L = L;
   recent.e[i].t = t;
