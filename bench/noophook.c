@@ -15,6 +15,11 @@
 ** profiler: a POSIX timer sending SIGPROF to the calling thread every us
 ** µs, whose handler reads the thread's CPU clock and nothing else, the
 ** least a time-based sampler pays per tick (Linux only).
+**
+** cycle_read_ns(n) times n reads of the cycle counter back to back, the
+** read perfmon's stopwatch makes (src/clock.h's pm_cycles, built in from
+** the same source): ns a read, the floor under each change of group of an
+** exact monitor.
 */
 #if defined(__linux__)
 #define _GNU_SOURCE /* SIGEV_THREAD_ID */
@@ -27,6 +32,8 @@
 
 #include <lua.h>
 #include <lauxlib.h>
+
+#include "clock.h"
 
 static void noop (lua_State *L, lua_Debug *ar) {
   (void)L;
@@ -55,6 +62,21 @@ static int l_clear (lua_State *L) {
 static int l_isset (lua_State *L) {
   lua_pushboolean(L, lua_gethook(thread_arg(L)) == noop);
   return 1;
+}
+
+static int l_cycle_read_ns (lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1), i;
+  uint64_t sum = 0;
+  uint32_t cpu;
+  double t0;
+  luaL_argcheck(L, n > 0, 1, "a positive count expected");
+  pm_clock_init();
+  t0 = pm_wall_us();
+  for (i = 0; i < n; i++)
+    sum += pm_cycles(&cpu);
+  lua_pushnumber(L, (pm_wall_us() - t0) * 1000.0 / (double)n);
+  lua_pushboolean(L, sum != 0); /* the reads are used: none is dropped */
+  return 2;
 }
 
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
@@ -107,6 +129,7 @@ static int l_timer_stop (lua_State *L) {
 static const luaL_Reg funcs[] = {{"set", l_set},
                                  {"clear", l_clear},
                                  {"isset", l_isset},
+                                 {"cycle_read_ns", l_cycle_read_ns},
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
                                  {"timer_start", l_timer_start},
                                  {"timer_stop", l_timer_stop},

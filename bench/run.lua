@@ -205,7 +205,8 @@ local function profiled(w, with_monitor, timer)
 end
 
 -- Runs w once in mode; returns its CPU seconds and checksum.  With check,
--- a monitor mode also takes snapshots around the run (untimed use only).
+-- a monitor mode also takes snapshots around the run and returns their
+-- difference and the cycle-counter reads it made (untimed use only).
 local function run_mode(w, mode, check)
   if mode == "profiler" then
     local t, sum = profiled(w, false, "tick")
@@ -227,11 +228,15 @@ local function run_mode(w, mode, check)
   else
     local mon = perfmon.monitor(MONITORS[mode])
     local before = check and mon:snapshot()
+    local reads = perfmon.info().cycle_reads
     t0 = os.clock()
     sum = w.run(perfmon.event)
     t1 = os.clock()
+    reads = perfmon.info().cycle_reads - reads
     if check then d = mon:snapshot():subtract(before) end
     mon:close()
+    assert_no_hook("after mode " .. mode)
+    return t1 - t0, sum, d, reads
   end
   assert_no_hook("after mode " .. mode)
   return t1 - t0, sum, d
@@ -366,9 +371,10 @@ for _, w in ipairs(workloads) do
     local sums = {}
     inst.checks = {}
     for _, mode in ipairs(MODES) do
-      local t, sum, d = run_mode(inst, mode, true)
+      local t, sum, d, reads = run_mode(inst, mode, true)
       sums[mode] = sum
       if d then inst.checks[mode] = charged(inst, d, t) end
+      if mode == "exact" then inst.reads = reads * inst.factor end
     end
     for _, mode in ipairs(MODES) do
       if sums[mode] ~= sums.none then
@@ -453,6 +459,21 @@ if #results > 0 then
     end
     print(tabulate(r.name, "  %-17s", cells))
   end
+  print()
+  -- The floor under the exact mode: each change of group, coroutine switch
+  -- and commit reads the cycle counter, at its cost back to back here.
+  local read_ns = noophook.cycle_read_ns(1000000)
+  print(("the exact mode's floor: cycle-counter reads a full-size run, at %.1f ns a read back to back"):format(read_ns))
+  print(tabulate("workload", " %12s", { "reads", "ms", "noop ms", "floor" }))
+  for _, r in ipairs(results) do
+    if r.reads and r.median.noop then
+      local noop_ms = ms(r.median.noop * r.factor)
+      local read_ms = r.reads * read_ns / 1e6
+      print(tabulate(r.name, " %12s", { ("%.0f"):format(r.reads), ("%.1f"):format(read_ms),
+        ("%.1f"):format(noop_ms), ("%.2f"):format((noop_ms + read_ms) / noop_ms) }))
+    end
+  end
+  print("  floor = (noop ms + the reads' ms) / noop ms: exact / noop with nothing but the reads")
   print()
   print("ms = median time of a slice x (full size / slice size): a full-size run's CPU time (os.clock);")
   print("  spread = largest (max - min) / median of a mode's slice times, drift included")

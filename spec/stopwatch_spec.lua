@@ -677,6 +677,34 @@ describe("perfmon stopwatch", function()
       assert.are.equal(n, d.process.ticks)
     end)
 
+    it("reads the cycle counter at each change of group, and at no call that stays in one", function()
+      truth.alone(pending)
+      local _, a = timed_plugin("A")
+      local _, b = plugin("B", [[
+        local M = {}
+        local function step(x) return x + 1 end
+        function M.run_many(n)
+          local x = 0
+          for _ = 1, n do x = step(x) end
+          return x
+        end
+        return M]])
+      local mon <close> = monitor{ "jank" }
+      local n = 300
+      local r0 = perfmon.info().cycle_reads
+      measure(mon, function()
+        for _ = 1, n do a.run(1) end -- host -> A and back: two changes
+      end)
+      local crossing = perfmon.info().cycle_reads - r0
+      assert(crossing >= 2 * n, ("%d reads for %d calls into A"):format(crossing, n))
+      r0 = perfmon.info().cycle_reads
+      measure(mon, function()
+        b.run_many(n) -- one change into B, then n calls inside it
+      end)
+      local inside = perfmon.info().cycle_reads - r0
+      assert(inside < n / 2, ("%d reads for %d calls inside B"):format(inside, n))
+    end)
+
     it("gives a long event among short ones its own durations", function()
       local A, a = timed_plugin("A")
       local mon <close> = monitor()

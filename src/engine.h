@@ -96,6 +96,7 @@ struct pm_Engine {
   pm_Allocs self_alloc, period_alloc; /* allocs then, and at the commit */
   uint32_t self_cpu;
   uint64_t window; /* renormalisations so far */
+  uint64_t cycle_reads; /* of the cycle counter, by the stopwatch */
   uint64_t window_cycles, window_blocked; /* when the window began */
   pm_CpuTime window_time; /* the thread's CPU time then */
   const void *window_thread; /* the OS thread whose clock that was */

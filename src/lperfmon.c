@@ -545,6 +545,8 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "bytes_per_group");
   lua_pushinteger(L, (lua_Integer)S->e.window);
   lua_setfield(L, -2, "windows");
+  lua_pushinteger(L, (lua_Integer)S->e.cycle_reads);
+  lua_setfield(L, -2, "cycle_reads");
   return 1;
 }
 

@@ -22,7 +22,10 @@ static uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
     *cpu = E->instant_cpu;
     return E->instant_cycles;
   }
-  return HAS(E, PM_PROBE_JANK) ? pm_cycles(cpu) : 0;
+  if (!HAS(E, PM_PROBE_JANK))
+    return 0;
+  E->cycle_reads++;
+  return pm_cycles(cpu);
 }
 
 /* Cycles spent blocked (off the CPU, in declared blocking calls) before
