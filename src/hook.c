@@ -442,35 +442,44 @@ static pm_Thread *record_of (pm_State *S, lua_State *L) {
   return v != 0 && PM_TAG(v) == PM_THREAD ? PM_PTR(v) : NULL;
 }
 
-/* The slow way to the record of L, made current (a coroutine switch).  It
-** also catches a coroutine that inherited the hook but runs after
-** monitoring ended. */
+/* L's record from the state's map (made if it has none), kept among the
+** recent ones; NULL when no monitor is open: then L, a coroutine that
+** inherited the hook but runs after monitoring ended, loses it. */
+static PM_NOINLINE pm_Thread *thread_lookup (lua_State *L, unsigned *ep) {
+  pm_State *S = pm_state_get(L); /* a record alive means monitors are open */
+  pm_Thread *t;
+  if (S == NULL || S->exact == 0) {
+    if (S != NULL)
+      sethook(S, L, NULL, 0, 0);
+    else
+      lua_sethook(L, NULL, 0, 0);
+    return NULL;
+  }
+  if ((t = record_of(S, L)) == NULL && (t = thread_new(S, L)) == NULL)
+    return NULL;
+  *ep = atomic_load_explicit(&epoch, memory_order_relaxed);
+  recent_keep(L, t, *ep);
+  return t;
+}
+
+static PM_NOINLINE void thread_seed (pm_Thread *t, lua_State *L, int from,
+                                     int fast) {
+  t->seeded = 1;
+  seed(t, L, from, fast);
+}
+
+/* The slow way to the record of L, made current (a coroutine switch). */
 static pm_Thread *thread_find (lua_State *L, int from, int fast) {
   unsigned ep = atomic_load_explicit(&epoch, memory_order_relaxed);
   pm_Thread *t = recent_find(L, ep);
-  pm_State *S;
-  if (t == NULL) { /* a record alive means monitors are open */
-    S = pm_state_get(L);
-    if (S == NULL || S->exact == 0) {
-      if (S != NULL)
-        sethook(S, L, NULL, 0, 0);
-      else
-        lua_sethook(L, NULL, 0, 0);
-      return NULL;
-    }
-    if ((t = record_of(S, L)) == NULL && (t = thread_new(S, L)) == NULL)
-      return NULL;
-    ep = atomic_load_explicit(&epoch, memory_order_relaxed);
-    recent_keep(L, t, ep);
-  }
-  if (!t->seeded) {
-    t->seeded = 1;
-    seed(t, L, from, fast);
-  }
+  if (PM_UNLIKELY(t == NULL) && (t = thread_lookup(L, &ep)) == NULL)
+    return NULL;
+  if (PM_UNLIKELY(!t->seeded))
+    thread_seed(t, L, from, fast);
   last.L = L;
   last.t = t;
   last.epoch = ep;
-  if (t != t->S->current)
+  if (!t->current)
     thread_switch(t);
   return t;
 }

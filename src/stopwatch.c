@@ -16,7 +16,7 @@ static const pm_Allocs none_alloc = {0, 0};
 ** =======================================================
 */
 
-static uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
+static PM_INLINE uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
   *cpu = PM_CPU_UNKNOWN;
   if (PM_UNLIKELY(E->instant)) { /* in a switch: read once already */
     *cpu = E->instant_cpu;
@@ -34,7 +34,7 @@ static uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
 ** blocked_cycles, so a measure that began inside it loses only the part
 ** after its beginning; one that begins and ends inside it loses nothing
 ** (busy_cycles), as the code that ran there was on the CPU. */
-static uint64_t blocked_at (const pm_Engine *E, uint64_t now) {
+static PM_INLINE uint64_t blocked_at (const pm_Engine *E, uint64_t now) {
   uint64_t since = E->blocking_since_cycles;
   return E->blocked_cycles +
          (E->blocking_depth > 0 && since != 0 && now >= since ? now - since
@@ -44,8 +44,8 @@ static uint64_t blocked_at (const pm_Engine *E, uint64_t now) {
 /* Cycles from since to now less those spent blocked since blocked0 (off the
 ** CPU: counting them would inflate the share of whoever was waiting), or
 ** UINT64_MAX when the counter went backwards. */
-static uint64_t busy_cycles (pm_Engine *E, uint64_t now, uint64_t since,
-                             uint64_t blocked0) {
+static PM_INLINE uint64_t busy_cycles (pm_Engine *E, uint64_t now,
+                                       uint64_t since, uint64_t blocked0) {
   uint64_t blocked =
       E->blocked_cycles > blocked0 ? E->blocked_cycles - blocked0 : 0;
   return now >= since + blocked ? now - since - blocked : UINT64_MAX;
@@ -125,7 +125,8 @@ static int window_young (pm_Engine *E, uint64_t now) {
 
 /* Lists g in the window and adds d cycles to its meter m (g->all or
 ** g->self). */
-static void window_add (pm_Engine *E, pm_Group *g, pm_Meter *m, uint64_t d) {
+static PM_INLINE void window_add (pm_Engine *E, pm_Group *g, pm_Meter *m,
+                                  uint64_t d) {
   if (g->in_window != E->window) {
     g->in_window = E->window;
     g->next_windowed = E->windowed;
@@ -253,7 +254,7 @@ static void allocs_add (pm_Allocs *acc, const pm_Allocs *now,
   acc->count += now->count - since->count;
 }
 
-static void touch (pm_Engine *E, pm_Group *g) {
+static PM_INLINE void touch (pm_Engine *E, pm_Group *g) {
   if (g->touched_period != E->period) {
     g->touched_period = E->period;
     g->next_touched = E->touched;
@@ -262,7 +263,8 @@ static void touch (pm_Engine *E, pm_Group *g) {
   }
 }
 
-static void start (pm_Engine *E, pm_Group *g, uint64_t now, uint32_t cpu) {
+static PM_INLINE void start (pm_Engine *E, pm_Group *g, uint64_t now,
+                             uint32_t cpu) {
   g->owner_iter = E->iter;
   g->start_cycles = now;
   g->start_cpu = cpu;
@@ -276,7 +278,8 @@ static void start (pm_Engine *E, pm_Group *g, uint64_t now, uint32_t cpu) {
 /* Adds the running measure of g up to now to its period and its window.
 ** A measure that went backwards or moved to another CPU is discarded; in a
 ** quiet region (listeners run) it joins no window. */
-static void charge (pm_Engine *E, pm_Group *g, uint64_t now, uint32_t cpu) {
+static PM_INLINE void charge (pm_Engine *E, pm_Group *g, uint64_t now,
+                              uint32_t cpu) {
   uint64_t d = busy_cycles(E, now, g->start_cycles, g->start_blocked);
   if (d != UINT64_MAX && cpu == g->start_cpu) {
     g->recent_cycles += d;
@@ -292,7 +295,7 @@ static void charge (pm_Engine *E, pm_Group *g, uint64_t now, uint32_t cpu) {
 ** its last change.  Up to now it goes to those of its groups whose
 ** stopwatch runs: a group cancelled by a nested loop or an event boundary
 ** gets no self time either, so self time never exceeds inclusive time. */
-static void self_charge (pm_Engine *E, uint64_t now, uint32_t cpu) {
+static PM_INLINE void self_charge (pm_Engine *E, uint64_t now, uint32_t cpu) {
   const pm_Set *s = E->self_set;
   uint64_t d = busy_cycles(E, now, E->self_cycles, E->self_blocked);
   int i;
@@ -328,12 +331,12 @@ static void window_cut (pm_Engine *E, uint64_t now, uint32_t cpu) {
   window_close(E, now);
 }
 
-static int window_due (pm_Engine *E, uint64_t now) {
+static PM_INLINE int window_due (pm_Engine *E, uint64_t now) {
   return now - E->window_cycles >= E->window_limit;
 }
 
 /* The stopwatches of s that are not running, as bits of s. */
-static uint32_t stopped (pm_Engine *E, const pm_Set *s) {
+static PM_INLINE uint32_t stopped (pm_Engine *E, const pm_Set *s) {
   uint32_t bits = 0;
   int i;
   for (i = 0; i < s->n; i++)
@@ -342,8 +345,8 @@ static uint32_t stopped (pm_Engine *E, const pm_Set *s) {
   return bits;
 }
 
-static void acquire (pm_Engine *E, const pm_Set *s, uint32_t owned,
-                     uint64_t now, uint32_t cpu) {
+static PM_INLINE void acquire (pm_Engine *E, const pm_Set *s, uint32_t owned,
+                               uint64_t now, uint32_t cpu) {
   int i;
   for (i = 0; i < s->n; i++)
     if (owned & (1u << i)) {
@@ -354,8 +357,8 @@ static void acquire (pm_Engine *E, const pm_Set *s, uint32_t owned,
 
 /* Stops the stopwatches a frame started in iteration iter, unless a nested
 ** loop or an event boundary cancelled them since. */
-static void release (pm_Engine *E, const pm_Set *s, uint32_t owned,
-                     uint64_t iter, uint64_t now, uint32_t cpu) {
+static PM_INLINE void release (pm_Engine *E, const pm_Set *s, uint32_t owned,
+                               uint64_t iter, uint64_t now, uint32_t cpu) {
   int i;
   if (iter != E->iter)
     return;
@@ -379,15 +382,20 @@ static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle);
 ** snapshot would, and the list starts again from the groups running.  No
 ** window ends inside a switch (pm_sw_switch_begin): the CPU clock would be read
 ** later than the cycles; the first change after it ends it. */
-static uint64_t change (pm_Engine *E, uint32_t *cpu) {
-  uint64_t now = read_cycles(E, cpu);
-  if (window_due(E, now) && !E->instant) {
-    if (PM_UNLIKELY(E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop])) {
-      commit(E, COMMIT_EXACT);
-      now = read_cycles(E, cpu);
-    } else
-      window_cut(E, now, *cpu);
+static PM_NOINLINE uint64_t change_due (pm_Engine *E, uint64_t now,
+                                        uint32_t *cpu) {
+  if (E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop]) {
+    commit(E, COMMIT_EXACT);
+    return read_cycles(E, cpu);
   }
+  window_cut(E, now, *cpu);
+  return now;
+}
+
+static PM_INLINE uint64_t change (pm_Engine *E, uint32_t *cpu) {
+  uint64_t now = read_cycles(E, cpu);
+  if (PM_UNLIKELY(window_due(E, now)) && !E->instant)
+    now = change_due(E, now, cpu);
   return now;
 }
 
