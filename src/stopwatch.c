@@ -182,16 +182,17 @@ static void self_cap (pm_Meter *self, const pm_Meter *all) {
     self->open_cycles = self->window_cycles;
 }
 
-/* Gives meter m its share of the window's CPU time dt (cycles busy cycles
-** long), unless the group's share is discarded: the part of earlier
-** periods to total, that of this one held. */
+/* Gives meter m its share of the window's CPU time dt (per_cycle: 1 / its
+** busy cycles), unless the group's share is discarded: the part of earlier
+** periods to total, that of this one held.  A window may list a thousand
+** groups: nothing is written for a part that is empty. */
 static void meter_close (pm_Meter *m, pm_CpuTime *total, const pm_CpuTime *dt,
-                         uint64_t cycles, int keep) {
-  if (keep) {
-    credit(total, dt,
-           (double)(m->window_cycles - m->open_cycles) / (double)cycles);
-    credit(&m->period_time, dt, (double)m->open_cycles / (double)cycles);
-  }
+                         double per_cycle, int keep) {
+  uint64_t earlier = m->window_cycles - m->open_cycles;
+  if (keep && earlier != 0)
+    credit(total, dt, (double)earlier * per_cycle);
+  if (keep && m->open_cycles != 0)
+    credit(&m->period_time, dt, (double)m->open_cycles * per_cycle);
   m->window_cycles = 0;
   m->open_cycles = 0;
 }
@@ -207,7 +208,7 @@ static void meter_close (pm_Meter *m, pm_CpuTime *total, const pm_CpuTime *dt,
 static void window_close (pm_Engine *E, uint64_t now) {
   pm_CpuTime now_time, dt;
   uint64_t cycles;
-  double part;
+  double part, per_cycle;
   pm_Group *g = E->windowed, *next;
   if (!HAS(E, PM_PROBE_JANK))
     return;
@@ -216,13 +217,14 @@ static void window_close (pm_Engine *E, uint64_t now) {
   cputime_delta(&E->window_time, &now_time, &dt);
   if (cycles == UINT64_MAX)
     cycles = 0; /* the counter went backwards: discard the window */
+  per_cycle = cycles > 0 ? 1.0 / (double)cycles : 0;
   for (; g != NULL; g = next) {
     next = g->next_windowed;
     /* a share above 100% is the inclusive one's: its self time goes too */
     int keep = cycles > 0 && g->all.window_cycles <= cycles;
     self_cap(&g->self, &g->all);
-    meter_close(&g->all, &g->total.cpu, &dt, cycles, keep);
-    meter_close(&g->self, &g->total.self, &dt, cycles, keep);
+    meter_close(&g->all, &g->total.cpu, &dt, per_cycle, keep);
+    meter_close(&g->self, &g->total.self, &dt, per_cycle, keep);
   }
   part = cycles > 0 ? window_in_period(E, now, cycles) : 1;
   credit(&E->process.cpu, &dt, 1 - part);
