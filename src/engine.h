@@ -8,12 +8,13 @@
 ** adapter (state.h) embeds a pm_Engine as the first member of its pm_State
 ** and drives it from the hook; the layout below is grouped by owner.
 **
-** The address map `known` is shared by everything that keys anything on a
-** Lua object's address: functions and threads (hook.c, resolve.c),
-** environments, chunks and upvalues (group.c).  The adapter's allocator
-** wrapper (watch.c) drops an entry the moment Lua frees its key, so that
-** an address reused by a new object never inherits the old object's
-** groups.
+** Two address maps key records on a Lua object's address: `fns`, the
+** functions the hook looks up at every call (resolve.c), apart so that
+** it stays small and its entries dense; `known`, everything else: threads
+** (hook.c), environments, chunks, prototypes and upvalues (group.c).  The
+** adapter's allocator wrapper (watch.c) drops an entry the moment Lua
+** frees its key, so that an address reused by a new object never inherits
+** the old object's groups.
 */
 #ifndef PM_ENGINE_H
 #define PM_ENGINE_H
@@ -60,8 +61,9 @@ struct pm_Engine {
   /* mem.c: perfmon's own records, through the allocator Lua was given */
   pm_Allocf falloc;
   void *fud;
-  size_t bytes; /* perfmon's own records (pm_alloc), beside known's */
-  pm_Map known;
+  size_t bytes; /* perfmon's own records (pm_alloc), beside the maps' */
+  pm_Map fns; /* a function -> its PM_FN_* value */
+  pm_Map known; /* threads, environments, chunks, upvalues */
   int count_allocs; /* the memory probe is held: allocs counts */
   pm_Allocs allocs; /* every allocation counted, monotonic (watch.c) */
 

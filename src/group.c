@@ -71,13 +71,15 @@ static void group_free (pm_Engine *E, pm_Group *g) {
   pm_free(E, g, sizeof(*g));
 }
 
-static int is_function (uintptr_t v, void *arg) {
+static int every (uintptr_t v, void *arg) {
+  (void)v;
   (void)arg;
-  return PM_TAG(v) <= PM_FN_WRAP;
+  return 1;
 }
 
+/* The map keeps its room: the functions come back. */
 void pm_functions_forget (pm_Engine *E) {
-  pm_map_filter(&E->known, is_function, NULL);
+  pm_map_filter(&E->fns, every, NULL);
 }
 
 /* }====================================================== */
@@ -651,6 +653,7 @@ int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
     g->dying = 0;
   if (sets_reap(E) > 0) {
     pm_functions_forget(E);
+    pm_map_shrink(&E->fns, E->falloc, E->fud);
     pm_map_shrink(&E->known, E->falloc, E->fud);
   }
   for (i = 0; i < E->ngroups; i++) {
@@ -675,6 +678,7 @@ static int drop_record (uintptr_t v, void *arg) {
 
 void pm_groups_free (pm_Engine *E) {
   int i;
+  pm_map_free(&E->fns, E->falloc, E->fud);
   pm_map_filter(&E->known, drop_record, E);
   pm_map_free(&E->known, E->falloc, E->fud);
   while (E->envs != NULL) {

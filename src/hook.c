@@ -378,7 +378,7 @@ static const pm_Set *set_of (uintptr_t v, const pm_Set *parent) {
 static PM_INLINE uintptr_t function_of (pm_State *S, lua_State *L,
                                         lua_Debug *ar, int fast) {
   uintptr_t v;
-  if (fast && (v = pm_map_get(&S->e.known, pm_frame_function(ar->i_ci))) != 0)
+  if (fast && (v = pm_map_get(&S->e.fns, pm_frame_function(ar->i_ci))) != 0)
     return v;
   lua_getinfo(L, "f", ar);
   v = pm_resolve(S, L);
@@ -691,7 +691,7 @@ static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
     ** need to look it up */
     uintptr_t v = pm_frame_is_c(ar->i_ci) && t->S->threads_hooked
                       ? PM_FN_C
-                      : pm_map_get(&t->S->e.known, pm_frame_function(ar->i_ci));
+                      : pm_map_get(&t->S->e.fns, pm_frame_function(ar->i_ci));
     /* top->set is never NULL, so a miss (0) never reads as "same set" */
     if (v == PM_FN_C || v == (uintptr_t)top->set) {
       top[1].ci = ar->i_ci;
@@ -835,7 +835,7 @@ static int drop_thread (uintptr_t v, void *arg) {
   pm_Thread *t = PM_PTR(v);
   (void)arg;
   if (PM_TAG(v) != PM_THREAD)
-    return PM_TAG(v) <= PM_FN_WRAP; /* cached functions go too */
+    return 0;
   if (!t->active) {
     pm_sw_blocking_orphan(&t->S->e, t->blocking);
     pm_sw_nested_orphan(&t->S->e, t->loops);
@@ -852,6 +852,7 @@ static void uninstall (lua_State *L, pm_State *S) {
   if (L != NULL)
     unhook(S, L, NULL);
   set_current(S, NULL);
+  pm_functions_forget(&S->e); /* their sets go */
   pm_sets_free(&S->e);
   invalidate();
 }

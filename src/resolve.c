@@ -104,13 +104,13 @@ static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
       return PM_FN_C; /* out of memory: inherit the caller's set */
     v = (uintptr_t)s | PM_FN_LUA;
   }
-  pm_map_put(&S->e.known, key, v, S->e.falloc, S->e.fud);
+  pm_map_put(&S->e.fns, key, v, S->e.falloc, S->e.fud);
   return v;
 }
 
 uintptr_t pm_resolve (pm_State *S, lua_State *L) {
   const void *key = lua_topointer(L, -1);
-  uintptr_t v = pm_map_get(&S->e.known, key);
+  uintptr_t v = pm_map_get(&S->e.fns, key);
   return v != 0 ? v : resolve(S, L, key);
 }
 

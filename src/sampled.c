@@ -25,7 +25,7 @@
 static const pm_Set *set_of (pm_State *S, lua_State *T, lua_Debug *ar) {
   uintptr_t v = 0;
   if (S->frame_direct)
-    v = pm_map_get(&S->e.known, pm_frame_function(ar->i_ci));
+    v = pm_map_get(&S->e.fns, pm_frame_function(ar->i_ci));
   if (v == 0) {
     lua_getinfo(T, "f", ar);
     v = pm_resolve(S, T);

@@ -14,17 +14,19 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
     case PM_ENV: pm_env_forget(&S->e, PM_PTR(v)); break;
     case PM_CHUNK: pm_chunk_forget(&S->e, PM_PTR(v)); break;
     case PM_UPVAL: pm_upvalue_forget(&S->e, v); break;
-    default: /* a function: its cache entry was all there was */ break;
+    default: /* the start-up check's probes (pm_watch_open) */ break;
   }
 }
 
 /* A free, of a block perfmon may have keyed: out of line, so that
 ** allocations and resizes go straight on to the host's allocator without
-** saving a register. */
+** saving a register.  A function's entry was all there was of it. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
-  uintptr_t v =
-      pm_map_may_hold(&S->e.known, ptr) ? pm_map_get(&S->e.known, ptr) : 0;
-  if (v != 0)
+  uintptr_t v;
+  if (pm_map_may_hold(&S->e.fns, ptr))
+    pm_map_del(&S->e.fns, ptr);
+  if (pm_map_may_hold(&S->e.known, ptr) &&
+      (v = pm_map_get(&S->e.known, ptr)) != 0)
     forget(S, ptr, v);
   return S->e.falloc(S->e.fud, ptr, osize, 0);
 }
@@ -44,7 +46,7 @@ static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
 
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL && S->e.known.count != 0)
+  if (nsize == 0 && ptr != NULL && (S->e.known.count | S->e.fns.count) != 0)
     return watch_free(S, ptr, osize);
   if (PM_UNLIKELY(S->e.count_allocs) && nsize != 0)
     return counted_alloc(S, ptr, osize, nsize);

@@ -6,7 +6,8 @@
 ** reuses the memory of collected objects, so an address alone could make a
 ** new plugin's function inherit a dead plugin's groups.  perfmon therefore
 ** wraps the state's allocator: when Lua frees a block that is a key in
-** S->known, the entry is dropped before the memory can be handed out again.
+** S->e.fns or S->e.known, the entry is dropped before the memory can be
+** handed out again.
 */
 #ifndef PM_WATCH_H
 #define PM_WATCH_H
