@@ -683,29 +683,44 @@ static PM_NOINLINE void enter (pm_Thread *t, const void *ci, const pm_Set *set,
 ** is a push; one into another set also starts its stopwatches (enter).
 ** A frame's iter is only read when it owns stopwatches.  Out of line, so
 ** that a return, the other half of the events, needs no register saved. */
+/* The call of a function of value v (0: not seen yet) from the top frame:
+** a push, and the stopwatches' start where the set changes. */
+static PM_INLINE void call_push (lua_State *L, lua_Debug *ar, pm_Thread *t,
+                                 uintptr_t v) {
+  pm_Frame *top = &t->f[t->n - 1];
+  /* top->set is never NULL, so a miss (0) never reads as "same set" */
+  if (v == PM_FN_C || v == (uintptr_t)top->set) {
+    top[1].ci = ar->i_ci;
+    top[1].set = top->set;
+    top[1].owned = 0;
+    t->n++;
+  } else if (v != 0 && PM_TAG(v) == PM_FN_LUA)
+    enter(t, ar->i_ci, PM_PTR(v), top->set);
+  else
+    on_event_slow(L, ar, 1);
+}
+
+/* call_fast's call of a function whose home slot in the map holds
+** another. */
+static PM_NOINLINE void call_probed (lua_State *L, lua_Debug *ar,
+                                     pm_Thread *t) {
+  call_push(L, ar, t, pm_map_probe(&t->S->e.fns, pm_frame_function(ar->i_ci)));
+}
+
 static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
   pm_Frame *top = &t->f[t->n - 1];
-  if (ar->event == LUA_HOOKCALL && t->n < t->cap &&
-      top->ci == pm_frame_caller(ar->i_ci)) {
-    /* where every coroutine has the hook, every C function inherits: no
-    ** need to look it up */
-    uintptr_t v = pm_frame_is_c(ar->i_ci) && t->S->threads_hooked
-                      ? PM_FN_C
-                      : pm_map_get(&t->S->e.fns, pm_frame_function(ar->i_ci));
-    /* top->set is never NULL, so a miss (0) never reads as "same set" */
-    if (v == PM_FN_C || v == (uintptr_t)top->set) {
-      top[1].ci = ar->i_ci;
-      top[1].set = top->set;
-      top[1].owned = 0;
-      t->n++;
-      return;
-    }
-    if (v != 0 && PM_TAG(v) == PM_FN_LUA) {
-      enter(t, ar->i_ci, PM_PTR(v), top->set);
-      return;
-    }
-  }
-  on_event_slow(L, ar, 1);
+  uintptr_t v;
+  if (ar->event != LUA_HOOKCALL || t->n == t->cap ||
+      top->ci != pm_frame_caller(ar->i_ci))
+    on_event_slow(L, ar, 1);
+  /* where every coroutine has the hook, every C function inherits: no
+  ** need to look it up */
+  else if (pm_frame_is_c(ar->i_ci) && t->S->threads_hooked)
+    call_push(L, ar, t, PM_FN_C);
+  else if (pm_map_home(&t->S->e.fns, pm_frame_function(ar->i_ci), &v))
+    call_push(L, ar, t, v);
+  else
+    call_probed(L, ar, t);
 }
 
 /* The common cases, read from the frames (the fast path only), in the

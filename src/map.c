@@ -14,6 +14,11 @@ static size_t find (const pm_Map *m, const void *key) {
   return i;
 }
 
+uintptr_t pm_map_probe (const pm_Map *m, const void *key) {
+  size_t i = find(m, key);
+  return m->e[i].key == key ? m->e[i].val : 0;
+}
+
 static void filter_set (pm_Map *m, const void *key) {
   size_t b = pm_map_bit(m, key);
   m->bits[b >> 3] |= (unsigned char)(1u << (b & 7));

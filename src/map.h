@@ -59,16 +59,29 @@ static inline int pm_map_may_hold (const pm_Map *m, const void *key) {
   return (m->bits[b >> 3] >> (b & 7)) & 1;
 }
 
-/* Looks key up; returns 0 when absent.  Inline: the hook calls it on every
-** call event. */
-static inline uintptr_t pm_map_get (const pm_Map *m, const void *key) {
-  size_t i;
+/* Whether key's home slot settles its lookup: it holds key (*v is its
+** value) or nothing (*v is 0); 0 when it holds another key, and the rest
+** of the run must be probed (pm_map_get).  Most keys are at home: the
+** hook looks there inline and leaves the rest out of line, so that its
+** common case needs few registers. */
+static inline int pm_map_home (const pm_Map *m, const void *key, uintptr_t *v) {
+  const pm_MapEntry *e;
+  *v = 0;
   if (m->count == 0)
-    return 0;
-  for (i = pm_map_slot(m, key); m->e[i].key != NULL; i = (i + 1) & m->mask)
-    if (m->e[i].key == key)
-      return m->e[i].val;
-  return 0;
+    return 1;
+  e = &m->e[pm_map_slot(m, key)];
+  if (e->key == key)
+    *v = e->val;
+  return e->key == key || e->key == NULL;
+}
+
+/* The rest of key's run after its home slot. */
+uintptr_t pm_map_probe (const pm_Map *m, const void *key);
+
+/* Looks key up; returns 0 when absent. */
+static inline uintptr_t pm_map_get (const pm_Map *m, const void *key) {
+  uintptr_t v;
+  return pm_map_home(m, key, &v) ? v : pm_map_probe(m, key);
 }
 /* Inserts or replaces; returns 0 when memory ran out. */
 int pm_map_put (pm_Map *m, const void *key, uintptr_t val, pm_Allocf f,
