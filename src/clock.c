@@ -97,10 +97,7 @@ void pm_cputime (pm_CpuTime *t) {
   t->system_us = split.system_us;
 }
 
-const void *pm_os_thread (void) {
-  static _Thread_local PM_TLS_MODEL char self;
-  return &self;
-}
+_Thread_local PM_TLS_MODEL char pm_os_thread_mark;
 
 double pm_wall_us (void) {
   return read_us(CLOCK_MONOTONIC);

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "hints.h"
+
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -73,8 +75,16 @@ static inline uint64_t pm_cycles (uint32_t *cpu) {
 void pm_cputime (pm_CpuTime *t);
 double pm_wall_us (void); /* monotonic, for blocking time */
 /* The calling OS thread, as an identity: CLOCK_THREAD_CPUTIME_ID is its
-** clock, and a lua_State may be handed from one thread to another. */
+** clock, and a lua_State may be handed from one thread to another.  The
+** address of a thread-local byte, inline: every commit asks. */
+#if defined(PM_FAKE_CLOCK)
 const void *pm_os_thread (void);
+#else
+extern _Thread_local PM_TLS_MODEL char pm_os_thread_mark;
+static inline const void *pm_os_thread (void) {
+  return &pm_os_thread_mark;
+}
+#endif
 double pm_realtime_us (void); /* since the epoch, for snapshot times */
 const char *pm_clock_name (void);
 

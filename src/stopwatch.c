@@ -580,16 +580,20 @@ static void commit (pm_Engine *E, int kind) {
   if (is_event)
     sample_tail(E, now, per_cycle);
   /* all it allocates is its own, listeners and perfmon's tables included */
-  allocs_add(&E->process.alloc, &E->allocs, &E->period_alloc);
-  allocs_add(&E->process.self_alloc, &E->allocs, &E->period_alloc);
-  E->period_alloc = E->allocs;
+  if (HAS(E, PM_PROBE_MEMORY)) {
+    allocs_add(&E->process.alloc, &E->allocs, &E->period_alloc);
+    allocs_add(&E->process.self_alloc, &E->allocs, &E->period_alloc);
+    E->period_alloc = E->allocs;
+  }
   g = E->touched;
   E->touched = NULL;
   E->ntouched = 0;
   E->period++;
-  credit(&E->process.cpu, &E->period_time, 1);
-  credit(&E->process.self, &E->period_time, 1);
-  E->period_time = none;
+  if (E->period_time.cpu_us != 0) { /* a window closed in the period */
+    credit(&E->process.cpu, &E->period_time, 1);
+    credit(&E->process.self, &E->period_time, 1);
+    E->period_time = none;
+  }
   for (; g != NULL; g = next) { /* a running stopwatch joins the new list */
     next = g->next_touched;
     commit_group(E, g, per_cycle, is_event);
