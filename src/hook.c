@@ -678,11 +678,6 @@ static PM_NOINLINE void enter (pm_Thread *t, const void *ci, const pm_Set *set,
   push(t, ci, set, parent);
 }
 
-/* A call from the top frame, on the fast path: a function that stays in
-** the caller's groups (a C function, or a Lua function of the same set)
-** is a push; one into another set also starts its stopwatches (enter).
-** A frame's iter is only read when it owns stopwatches.  Out of line, so
-** that a return, the other half of the events, needs no register saved. */
 /* The call of a function of value v (0: not seen yet) from the top frame:
 ** a push, and the stopwatches' start where the set changes. */
 static PM_INLINE void call_push (lua_State *L, lua_Debug *ar, pm_Thread *t,
@@ -707,6 +702,11 @@ static PM_NOINLINE void call_probed (lua_State *L, lua_Debug *ar,
   call_push(L, ar, t, pm_map_probe(&t->S->e.fns, pm_frame_function(ar->i_ci)));
 }
 
+/* A call from the top frame, on the fast path: a function that stays in
+** the caller's groups (a C function, or a Lua function of the same set)
+** is a push; one into another set also starts its stopwatches (enter).
+** A frame's iter is only read when it owns stopwatches.  Out of line, so
+** that a return, the other half of the events, needs no register saved. */
 static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
   pm_Frame *top = &t->f[t->n - 1];
   uintptr_t v;
