@@ -214,7 +214,7 @@ local function run_mode(w, mode, check)
   end
   collectgarbage("collect")
   assert_no_hook("before a run")
-  local t0, t1, sum, d
+  local t0, t1, sum, d, reads
   if mode == "none" then
     t0 = os.clock()
     sum = w.run(direct)
@@ -228,18 +228,16 @@ local function run_mode(w, mode, check)
   else
     local mon = perfmon.monitor(MONITORS[mode])
     local before = check and mon:snapshot()
-    local reads = perfmon.info().cycle_reads
+    reads = perfmon.info().cycle_reads
     t0 = os.clock()
     sum = w.run(perfmon.event)
     t1 = os.clock()
     reads = perfmon.info().cycle_reads - reads
     if check then d = mon:snapshot():subtract(before) end
     mon:close()
-    assert_no_hook("after mode " .. mode)
-    return t1 - t0, sum, d, reads
   end
   assert_no_hook("after mode " .. mode)
-  return t1 - t0, sum, d
+  return t1 - t0, sum, d, reads
 end
 
 -- Rounds for opts.reps full-size runs' worth of slices (factor slices a
