@@ -21,9 +21,18 @@ static inline const void *pm_frame_function (const void *ci) {
   return **(void *const *const *)ci;
 }
 
+/* Lua's Value, which the tag follows: as wide as a lua_Integer or a
+** lua_Number, wider than a pointer on a 32-bit build. */
+typedef union pm_LuaValue {
+  void *p;
+  lua_CFunction f;
+  lua_Integer i;
+  lua_Number n;
+} pm_LuaValue;
+
 static inline int pm_frame_is_c (const void *ci) {
   const unsigned char *slot = *(const unsigned char *const *)ci;
-  return (slot[sizeof(void *)] & 0x30) != 0;
+  return (slot[sizeof(pm_LuaValue)] & 0x30) != 0;
 }
 
 static inline const void *pm_frame_caller (const void *ci) {
