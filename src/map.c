@@ -133,9 +133,10 @@ uintptr_t pm_map_del (pm_Map *m, const void *key) {
 
 void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
                     void *arg) {
-  size_t i = 0;
+  size_t i = 0, count;
   if (m->e == NULL)
     return;
+  count = m->count;
   while (i <= m->mask) {
     /* after a removal, slot i may hold a shifted entry: look again */
     if (m->e[i].key != NULL && drop(m->e[i].val, arg))
@@ -143,7 +144,8 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
     else
       i++;
   }
-  filter_make(m);
+  if (m->count != count) /* a walk that drops nothing keeps the filter */
+    filter_make(m);
 }
 
 void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud) {
