@@ -7,8 +7,10 @@
 ** rest of the hook.  In Lua 5.4 a CallInfo begins with the frame's
 ** function slot, and its third word is the caller's CallInfo; the slot
 ** begins with the function's address, the value lua_topointer gives, and
-** its type tag follows it: a function's variant bits (4 and 5) are 0 for a
-** Lua function, 1 for a light C function and 2 for a C closure.  This leans on Lua's private layout, so
+** its type tag follows the value (as wide as a lua_Integer or a
+** lua_Number): a function's variant bits (4 and 5) are 0 for a Lua
+** function, 1 for a light C function and 2 for a C closure.  This leans
+** on Lua's private layout, so
 ** pm_frame_verify checks it against the public API when perfmon starts, and
 ** perfmon uses the public API alone if anything differs.
 */
