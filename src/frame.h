@@ -10,9 +10,9 @@
 ** its type tag follows the value (as wide as a lua_Integer or a
 ** lua_Number): a function's variant bits (4 and 5) are 0 for a Lua
 ** function, 1 for a light C function and 2 for a C closure.  This leans
-** on Lua's private layout, so
-** pm_frame_verify checks it against the public API when perfmon starts, and
-** perfmon uses the public API alone if anything differs.
+** on Lua's private layout, so pm_frame_verify checks it against the public
+** API when perfmon starts, and perfmon uses the public API alone if
+** anything differs.
 */
 #ifndef PM_FRAME_H
 #define PM_FRAME_H
