@@ -33,6 +33,7 @@ build = {
       sources = {
         "src/alert.c",
         "src/clock.c",
+        "src/context.c",
         "src/fleet.c",
         "src/frame.c",
         "src/group.c",

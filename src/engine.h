@@ -20,6 +20,7 @@
 #define PM_ENGINE_H
 
 #include "clock.h"
+#include "context.h"
 #include "group.h"
 #include "hints.h"
 #include "index.h"
@@ -80,23 +81,31 @@ struct pm_Engine {
   pm_Index setidx; /* sets by their hash */
   pm_Set *empty;
 
+  /* context.c: every context but the root, in the order they were made */
+  pm_Ctx **ctxs;
+  int nctxs, ctxcap;
+  pm_Index ctxidx; /* by (base entered from, set) */
+  pm_Ctx root; /* nothing runs: outside any group, or all cancelled */
+
   /* stopwatch.c */
   unsigned probes; /* PM_BIT(probe) when held */
   int probe_refs[PM_NPROBES];
   int monitors;
-  int instant; /* in a switch: the clock was read, at instant_cycles */
-  uint32_t instant_cpu;
-  uint64_t instant_cycles;
+  pm_Ctx *ctx; /* the context running: charged from `last` on */
+  uint64_t last; /* cycles at the last change of context */
+  int slow; /* a change must look at more than the clock (change_slow) */
+  uint32_t last_cpu; /* the CPU `last` was read on, where it matters */
+  pm_Allocs last_alloc; /* allocs then (the memory probe) */
+  pm_Ctx *charged; /* contexts charged since the last flush */
+  uint64_t flushes; /* of the charged contexts into their groups */
+  pm_Ctx *blocking_ctx; /* the context a blocking call began in */
   uint64_t iter; /* iteration number, 1.. */
   uint64_t period; /* commits so far */
   uint64_t period_cycles; /* cycles when the period began */
   uint64_t period_blocked; /* blocked_cycles then */
   pm_Group *touched; /* groups that ran in this period */
   int ntouched; /* how many */
-  const pm_Set *self_set; /* the innermost frame's set: its self time runs */
-  uint64_t self_cycles, self_blocked; /* when that measure began */
-  pm_Allocs self_alloc, period_alloc; /* allocs then, and at the commit */
-  uint32_t self_cpu;
+  pm_Allocs period_alloc; /* allocs at the commit */
   uint64_t window; /* renormalisations so far */
   uint64_t cycle_reads; /* of the cycle counter, by the stopwatch */
   uint64_t window_cycles, window_blocked; /* when the window began */
@@ -144,6 +153,8 @@ static inline void pm_engine_init (pm_Engine *E, pm_Allocf f, void *ud) {
   E->fud = ud;
   E->iter = 1;
   E->period = 1;
+  E->root.base = &E->root;
+  E->ctx = &E->root;
 }
 
 #endif

@@ -455,6 +455,7 @@ static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
     return NULL;
   s->hash = k.hash;
   s->n = n;
+  s->ctx_from = s->ctx = NULL;
   memcpy(s->g, g, (size_t)n * sizeof(*g));
   E->sets[E->nsets] = s;
   if (!pm_index_add(E, &E->setidx, (uint32_t)E->nsets + 1, k.hash, set_hash_of,
@@ -515,6 +516,7 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
 
 void pm_sets_free (pm_Engine *E) {
   int i;
+  pm_ctx_free(E); /* contexts name sets */
   for (i = 0; i < E->nsets; i++)
     set_free(E, E->sets[i]);
   if (E->sets != NULL)
@@ -640,17 +642,23 @@ static void groups_shrink (pm_Engine *E) {
 
 int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
   pm_Group *g;
+  pm_Ctx *c;
   int i, n = 0, freed;
   if (E->ndead == 0)
     return 0;
   for (i = 0; i < E->ngroups; i++)
     E->groups[i]->dying = E->groups[i]->dead;
   spare(ud);
-  /* the stopwatch's lists of this period and window */
+  /* the stopwatch's lists of this period and window, its contexts charged
+  ** and the one running */
   for (g = E->touched; g != NULL; g = g->next_touched)
     g->dying = 0;
   for (g = E->windowed; g != NULL; g = g->next_windowed)
     g->dying = 0;
+  for (c = E->charged; c != NULL; c = c->next_charged)
+    pm_ctx_spare(c);
+  pm_ctx_spare(E->ctx);
+  pm_ctx_sweep(E); /* before the sets they name */
   if (sets_reap(E) > 0) {
     pm_functions_forget(E);
     pm_map_shrink(&E->fns, E->falloc, E->fud);

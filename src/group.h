@@ -29,7 +29,7 @@
 #include "clock.h"
 
 #define PM_DURATIONS 10 /* durations[k] counts runs >= 2^(k-1) ms */
-#define PM_SET_MAX 32 /* groups in one set: the width of Frame.owned */
+#define PM_SET_MAX 32 /* groups in one set */
 #define PM_ENV_GROUPS 31 /* groups on one environment (+ its chunk group) */
 
 typedef struct pm_Engine pm_Engine;
@@ -66,24 +66,23 @@ typedef struct pm_Env pm_Env;
 
 typedef struct pm_Group pm_Group;
 
+typedef struct pm_Ctx pm_Ctx;
+
 typedef struct pm_Set {
   uint32_t hash;
   int n;
+  /* the context last entered into this set from base ctx_from (context.h):
+  ** a cache, the only part of an interned set that changes */
+  pm_Ctx *ctx_from, *ctx;
   pm_Group *g[1]; /* n of them, sorted by id */
 } pm_Set;
 
 struct pm_Group {
-  /* What a change of group reads and writes (stopwatch.c), first and
-  ** together: a host with many groups changes group every microsecond,
-  ** and each group's lines are cache misses then.  Its own set ({it}),
-  ** which most of its functions run in, leads them: a call into it reads
-  ** the set and the stopwatch from one line. */
+  /* Its own set ({it}), which most of its functions run in: a call into
+  ** it reads the set and its context (context.h) from the group's first
+  ** line. */
   pm_Set solo;
-  uint64_t owner_iter; /* iteration its stopwatch runs in; 0: stopped */
-  uint64_t start_cycles;
-  uint64_t start_blocked; /* E->blocked_cycles when it started */
-  uint32_t start_cpu;
-  double start_blocking;
+  /* what a flush of the contexts writes (stopwatch.c) */
   uint64_t touched_period;
   pm_Group *next_touched;
   uint64_t recent_cycles; /* since the period began */
@@ -97,7 +96,6 @@ struct pm_Group {
   pm_Group *next_windowed;
   pm_Meter all, self; /* inclusive and self */
   /* the memory probe's, only while it is held */
-  pm_Allocs start_alloc; /* E->allocs when it started */
   pm_Allocs recent_alloc, recent_self_alloc; /* since the period began */
   int id; /* 1.., never reused; 0 is the process */
   char *name, *kind;

@@ -91,7 +91,6 @@ static pm_Thread *thread_new (pm_State *S, lua_State *L) {
   memset(t, 0, sizeof(*t));
   t->S = S;
   t->L = L;
-  t->active = 1;
   if (!pm_map_put(&S->e.known, pm_thread_key(L), (uintptr_t)t | PM_THREAD,
                   S->e.falloc, S->e.fud)) {
     pm_free(&S->e, t, sizeof(*t));
@@ -218,24 +217,19 @@ static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
   fr->ci = ci;
   fr->set = set;
   fr->iter = t->S->e.iter;
-  fr->owned = set != parent ? pm_sw_enter(&t->S->e, set) : 0;
-}
-
-/* The innermost set of t, were it running. */
-static const pm_Set *top_set (const pm_Thread *t) {
-  return t->n > 0 ? t->f[t->n - 1].set : t->S->e.empty;
+  fr->left = set != parent ? pm_sw_enter(&t->S->e, set) : NULL;
 }
 
 /* The return of a frame into another set: out of line, as the common
 ** return stays in its caller's set. */
 static PM_NOINLINE void leave (pm_Thread *t, const pm_Frame *fr) {
-  pm_sw_leave(&t->S->e, fr->set, fr->owned, fr->iter, top_set(t));
+  pm_sw_leave(&t->S->e, fr->left, fr->iter);
 }
 
 /* Pops the top frame of the running thread. */
 static PM_INLINE void pop (pm_Thread *t) {
   pm_Frame *fr = &t->f[--t->n];
-  if (fr->owned)
+  if (fr->left != NULL)
     leave(t, fr);
 }
 
@@ -244,19 +238,13 @@ static void unwind (pm_Thread *t, int keep) {
     pop(t);
 }
 
-/* Stops the stopwatches of t's frames, which stay (a thread suspended) or
-** go (keep 0: a thread that ended, or that perfmon lost sight of), without
-** touching the innermost set: t is not running, or stops now. */
-static void stop_frames (pm_Thread *t, int keep) {
-  int i;
-  for (i = t->n - 1; i >= 0; i--) {
-    pm_Frame *fr = &t->f[i];
-    if (fr->owned & ~PM_SW_SELF)
-      pm_sw_release(&t->S->e, fr->set, (uint32_t)fr->owned, fr->iter);
-    fr->owned &= PM_SW_SELF;
-  }
-  if (!keep)
-    t->n = 0;
+/* t's frames go (a thread that perfmon lost sight of, or that is
+** collected): if it runs, the context it was resumed from runs on. */
+static void drop_frames (pm_Thread *t) {
+  pm_Engine *E = &t->S->e;
+  if (t == t->S->current && t->active)
+    pm_sw_change(E, pm_sw_valid(E, t->base, t->base_iter));
+  t->n = 0;
 }
 
 /* Index of the frame with CallInfo ci, or -1. */
@@ -301,26 +289,33 @@ static void thread_stop (pm_Thread *t, int status) {
     t->loop_events = pm_sw_nested_pause(&t->S->e, t->loops);
   if (PM_UNLIKELY(t->blocking > 0))
     pm_sw_blocking_pause(&t->S->e, t->blocking);
-  stop_frames(t, status == LUA_YIELD);
+  if (status != LUA_YIELD)
+    t->n = 0;
   t->active = 0;
 }
 
-static void thread_run (pm_Thread *t) {
-  const pm_Set *parent = t->S->e.empty;
+/* t runs again, resumed from context base: its frames' contexts are made
+** over it, bottom up.  Returns the context of its top frame. */
+static pm_Ctx *thread_run (pm_Thread *t, pm_Ctx *base) {
+  pm_Engine *E = &t->S->e;
+  const pm_Set *parent = E->empty;
+  uint64_t iter = E->iter;
   int i;
   if (PM_UNLIKELY(t->loops > 0) &&
-      !pm_sw_nested_resume(&t->S->e, t->loops, t->loop_events))
+      !pm_sw_nested_resume(E, t->loops, t->loop_events))
     t->loops = 0; /* too deep to come back: dropped */
-  if (PM_UNLIKELY(t->blocking > 0))
-    pm_sw_blocking_resume(&t->S->e, t->blocking);
+  t->base = base = pm_sw_valid(E, base, iter); /* a loop resumed cancels */
+  t->base_iter = E->iter;
   for (i = 0; i < t->n; i++) {
     pm_Frame *fr = &t->f[i];
-    fr->iter = t->S->e.iter;
-    fr->owned =
-        fr->set != parent ? PM_SW_SELF | pm_sw_acquire(&t->S->e, fr->set) : 0;
+    fr->iter = E->iter;
+    fr->left = fr->set != parent ? base : NULL;
+    if (fr->left != NULL)
+      base = pm_sw_child(E, base, fr->set);
     parent = fr->set;
   }
   t->active = 1;
+  return base;
 }
 
 int pm_hook_blocking_begin (pm_State *S) {
@@ -351,20 +346,31 @@ int pm_hook_nested_leave (pm_State *S) {
   return rc;
 }
 
-/* The innermost set goes from prev's top to t's, at one instant
-** (pm_sw_switch_begin). */
+/* From prev to t, in one change of context: a thread that resumes
+** another keeps its context, to run there again; one that stops goes back
+** to the one it was resumed from, where its resumer runs on; t runs over
+** the context left, or runs again in its own.  A blocking call it was
+** suspended in goes on in its context. */
 static void thread_switch (pm_Thread *t) {
+  pm_Engine *E = &t->S->e;
   pm_Thread *prev = t->S->current;
-  pm_sw_switch_begin(&t->S->e);
+  pm_Ctx *ctx = E->ctx;
+  int run = !t->active;
   if (prev != NULL && prev->active) {
     int status = lua_status(prev->L);
-    if (!is_resumer(prev->L, status))
+    if (is_resumer(prev->L, status)) {
+      prev->ctx = ctx;
+      prev->ctx_iter = E->iter;
+    } else {
       thread_stop(prev, status);
+      ctx = pm_sw_valid(E, prev->base, prev->base_iter);
+    }
   }
-  if (!t->active)
-    thread_run(t);
+  ctx = run ? thread_run(t, ctx) : pm_sw_valid(E, t->ctx, t->ctx_iter);
   set_current(t->S, t);
-  pm_sw_switch_end(&t->S->e, top_set(t));
+  pm_sw_change(E, ctx);
+  if (PM_UNLIKELY(run && t->blocking > 0))
+    pm_sw_blocking_resume(E, t->blocking);
 }
 
 /* }====================================================== */
@@ -431,7 +437,9 @@ static void seed (pm_Thread *t, lua_State *L, int from, int fast) {
     const pm_Set *set;
     ar.i_ci = (struct CallInfo *)t->f[i].ci;
     set = set_of(function_of(t->S, L, &ar, fast), parent);
-    push(t, ar.i_ci, set, parent); /* into slot i, which held ar.i_ci */
+    t->f[i].set = set; /* contexts come when it runs: thread_run */
+    t->f[i].left = NULL;
+    t->n = i + 1;
     parent = set;
   }
 }
@@ -687,7 +695,7 @@ static PM_INLINE void call_push (lua_State *L, lua_Debug *ar, pm_Thread *t,
   if (v == PM_FN_C || v == (uintptr_t)top->set) {
     top[1].ci = ar->i_ci;
     top[1].set = top->set;
-    top[1].owned = 0;
+    top[1].left = NULL;
     t->n++;
   } else if (v != 0 && PM_TAG(v) == PM_FN_LUA)
     enter(t, ar->i_ci, PM_PTR(v), top->set);
@@ -894,11 +902,8 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
 ** loss is reported (snapshot.hook_lost) until monitoring restarts. */
 static void lose (pm_State *S, pm_Thread *t) {
   hook_lost(S);
-  if (t != NULL) {
-    if (t == S->current)
-      pm_sw_self(&S->e, S->e.empty);
-    stop_frames(t, 0);
-  }
+  if (t != NULL)
+    drop_frames(t);
 }
 
 /* must: the thread always has perfmon's hook while monitors are open (the
@@ -941,30 +946,37 @@ static void spare_set (const pm_Set *s) {
     s->g[i]->dying = 0;
 }
 
+static void spare_ctx (pm_Engine *E, pm_Ctx *c, uint64_t iter) {
+  pm_Ctx *v = pm_sw_valid(E, c, iter);
+  if (v == c)
+    pm_ctx_spare(c);
+}
+
 static int spare_thread (uintptr_t v, void *arg) {
-  (void)arg;
+  pm_Engine *E = arg;
   if (PM_TAG(v) == PM_THREAD) {
     const pm_Thread *t = PM_PTR(v);
     int i;
-    for (i = 0; i < t->n; i++)
+    for (i = 0; i < t->n; i++) {
       spare_set(t->f[i].set);
+      spare_ctx(E, t->f[i].left, t->f[i].iter);
+    }
+    spare_ctx(E, t->base, t->base_iter);
+    spare_ctx(E, t->ctx, t->ctx_iter);
   }
   return 0;
 }
 
 /* A dead group on a shadow stack (a frame of a function detached while it
 ** ran, a coroutine suspended in it) stays until that frame is gone: its
-** set, and the stopwatch the frame started, still name it. */
+** set, and the contexts that frames may go back to, still name it. */
 void pm_hook_spare (void *ud) {
   pm_State *S = ud;
-  spare_set(S->e.self_set);
-  pm_map_filter(&S->e.known, spare_thread, NULL);
+  pm_map_filter(&S->e.known, spare_thread, &S->e);
 }
 
-void pm_thread_forget (pm_State *S, pm_Thread *t) {
-  if (t == S->current)
-    pm_sw_self(&S->e, S->e.empty);
-  stop_frames(t, 0);
+void pm_thread_forget (pm_Thread *t) {
+  drop_frames(t);
   thread_free(t);
   invalidate();
 }

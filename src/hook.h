@@ -4,15 +4,18 @@
 ** Lua tells perfmon about every call, tail call and return, in every
 ** coroutine that has the hook.  For each thread perfmon keeps a shadow
 ** stack: one pm_Frame per frame it saw called, with the set of groups the
-** function belongs to and the stopwatches that frame started.  A call whose
-** set equals its caller's costs a push and a compare; only a change of set
-** touches the stopwatch.
+** function belongs to and, when that set is not its caller's, the context
+** (context.h) to go back to at its return.  A call whose set equals its
+** caller's costs a push and a compare; only a change of set touches the
+** stopwatch.
 **
 ** Lua sends no return events for frames unwound by an error, so the shadow
 ** stack is resynchronised against ar->i_ci (each frame's CallInfo, used as
-** an identity only) whenever the two disagree.  Threads that stop running
-** (yield, finish, die) have their stopwatches stopped when the next event
-** arrives from another thread, and restarted when they run again.
+** an identity only) whenever the two disagree.  A coroutine runs on its
+** resumer's context: its groups and the resumer's run while it does.
+** When it yields (or finishes, or dies) the next event, from another
+** thread, goes back to the context it was resumed from; when it runs
+** again its frames' contexts are made again over the new resumer's.
 */
 #ifndef PM_HOOK_H
 #define PM_HOOK_H
@@ -22,10 +25,10 @@
 typedef struct pm_Frame {
   const void *ci; /* the frame's CallInfo: identity only */
   const pm_Set *set; /* the groups its function belongs to */
-  uint64_t iter; /* the iteration its stopwatches started in */
-  /* the stopwatches it started (bits of set), and PM_SW_SELF when its
-  ** set differs from its caller's: its return changes the innermost set */
-  uint64_t owned;
+  /* where its set differs from its caller's, the context its call left,
+  ** to go back to at its return, in iteration iter; else NULL */
+  pm_Ctx *left;
+  uint64_t iter;
 } pm_Frame;
 
 struct pm_Thread {
@@ -34,7 +37,12 @@ struct pm_Thread {
   pm_Frame *f;
   int n, cap;
   int current; /* S->current is this: read beside n by every event */
-  int active; /* its frames' stopwatches may be running */
+  int active; /* it runs, or waits in a resume: its groups run */
+  /* the context it was resumed from (its frames run over it), and the one
+  ** it resumed another from (it runs again there), each with its
+  ** iteration (pm_sw_valid) */
+  pm_Ctx *base, *ctx;
+  uint64_t base_iter, ctx_iter;
   int seeded; /* the frames on its stack when first seen are pushed */
   int blocking; /* blocking calls begun in it and not ended */
   int loops; /* nested loops entered in it and not left */
@@ -86,7 +94,7 @@ int pm_hook_chain (pm_State *S, lua_State *co, lua_Hook h, int mask, int count);
 /* The program's hook chained on co, or NULL; its mask and count. */
 lua_Hook pm_hook_chained (pm_State *S, lua_State *co, int *mask, int *count);
 
-void pm_thread_forget (pm_State *S, pm_Thread *t); /* its memory is freed */
+void pm_thread_forget (pm_Thread *t); /* its memory is freed */
 /* Clears `dying` on every group a shadow stack holds: pm_groups_sweep's
 ** spare. */
 void pm_hook_spare (void *S); /* a pm_State */

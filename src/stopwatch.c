@@ -18,10 +18,6 @@ static const pm_Allocs none_alloc = {0, 0};
 
 static PM_INLINE uint64_t read_cycles (pm_Engine *E, uint32_t *cpu) {
   *cpu = PM_CPU_UNKNOWN;
-  if (PM_UNLIKELY(E->instant)) { /* in a switch: read once already */
-    *cpu = E->instant_cpu;
-    return E->instant_cycles;
-  }
   if (!HAS(E, PM_PROBE_JANK))
     return 0;
   E->cycle_reads++;
@@ -245,7 +241,7 @@ static void window_close (pm_Engine *E, uint64_t now) {
 
 /*
 ** {======================================================
-** Stopwatches
+** Contexts: charges and flushes
 ** =======================================================
 */
 
@@ -256,7 +252,7 @@ static void allocs_add (pm_Allocs *acc, const pm_Allocs *now,
   acc->count += now->count - since->count;
 }
 
-static PM_INLINE void touch (pm_Engine *E, pm_Group *g) {
+static void touch (pm_Engine *E, pm_Group *g) {
   if (g->touched_period != E->period) {
     g->touched_period = E->period;
     g->next_touched = E->touched;
@@ -265,110 +261,99 @@ static PM_INLINE void touch (pm_Engine *E, pm_Group *g) {
   }
 }
 
-static PM_INLINE void start (pm_Engine *E, pm_Group *g, uint64_t now,
-                             uint32_t cpu) {
-  g->owner_iter = E->iter;
-  g->start_cycles = now;
-  g->start_cpu = cpu;
-  g->start_blocking = E->blocking_total;
-  g->start_blocked = blocked_at(E, now);
-  if (HAS(E, PM_PROBE_MEMORY))
-    g->start_alloc = E->allocs;
-  touch(E, g);
-}
-
-/* Adds the running measure of g up to now to its period and its window.
-** A measure that went backwards or moved to another CPU is discarded; in a
-** quiet region (listeners run) it joins no window. */
-static PM_INLINE void charge (pm_Engine *E, pm_Group *g, uint64_t now,
-                              uint32_t cpu) {
-  uint64_t d = busy_cycles(E, now, g->start_cycles, g->start_blocked);
-  if (d != UINT64_MAX && cpu == g->start_cpu) {
-    g->recent_cycles += d;
-    if (!E->quiet && HAS(E, PM_PROBE_JANK))
-      window_add(E, g, &g->all, d);
+/* Adds d cycles to c, which the next flush gives its groups. */
+static PM_INLINE void charge (pm_Engine *E, pm_Ctx *c, uint64_t d) {
+  c->cycles += d;
+  if (c->flush != E->flushes) {
+    c->flush = E->flushes;
+    c->next_charged = E->charged;
+    E->charged = c;
   }
-  g->recent_blocking += E->blocking_total - g->start_blocking;
-  if (HAS(E, PM_PROBE_MEMORY))
-    allocs_add(&g->recent_alloc, &E->allocs, &g->start_alloc);
 }
 
-/* Self time: the innermost frame's set (E->self_set) is measured from
-** its last change.  Up to now it goes to those of its groups whose
-** stopwatch runs: a group cancelled by a nested loop or an event boundary
-** gets no self time either, so self time never exceeds inclusive time. */
-static PM_INLINE void self_charge (pm_Engine *E, uint64_t now, uint32_t cpu) {
-  const pm_Set *s = E->self_set;
-  uint64_t d = busy_cycles(E, now, E->self_cycles, E->self_blocked);
+/* A change where more than the clock matters (E->slow): the cycles of
+** perfmon's own work, of a quiet region and of a blocking call's wait (the
+** context it began in, while it lasts) go to no context; the memory probe
+** counts what the context allocated. */
+static PM_NOINLINE void charge_slow (pm_Engine *E, uint64_t now, uint32_t cpu) {
+  pm_Ctx *c = E->ctx;
+  int keep = now >= E->last && cpu == E->last_cpu && !E->quiet && !E->own &&
+             !(E->blocking_depth > 0 && c == E->blocking_ctx);
+  charge(E, c, keep ? now - E->last : 0);
+  if (HAS(E, PM_PROBE_MEMORY)) {
+    allocs_add(&c->alloc, &E->allocs, &E->last_alloc);
+    E->last_alloc = E->allocs;
+  }
+}
+
+static void slow_update (pm_Engine *E) {
+  E->slow =
+      E->blocking_depth > 0 || E->quiet || E->own || HAS(E, PM_PROBE_MEMORY);
+}
+
+/* Charges the running context with the cycles from the last change to
+** now: those of a counter that went backwards or moved to another CPU are
+** dropped. */
+static PM_INLINE void settle (pm_Engine *E, uint64_t now, uint32_t cpu) {
+  if (PM_UNLIKELY(E->slow))
+    charge_slow(E, now, cpu);
+  else if (now >= E->last && cpu == E->last_cpu)
+    charge(E, E->ctx, now - E->last);
+  E->last = now;
+  E->last_cpu = cpu;
+}
+
+/* Settles at the current instant, where monitors are open. */
+static void settle_now (pm_Engine *E) {
+  uint32_t cpu;
+  uint64_t now;
+  if (E->monitors > 0) {
+    now = read_cycles(E, &cpu);
+    settle(E, now, cpu);
+  }
+}
+
+/* Gives c's cycles, ticks, memory and blocking time to its groups: every
+** group running (inclusive), the innermost set's (self); the ticks to
+** the groups whose stopwatches c started, once for each call into it. */
+static void flush_ctx (pm_Engine *E, pm_Ctx *c) {
+  int jank = HAS(E, PM_PROBE_JANK) && !E->quiet;
+  int memory = HAS(E, PM_PROBE_MEMORY);
+  const pm_Ctx *b;
   int i;
-  if (s != NULL && d != UINT64_MAX && cpu == E->self_cpu && !E->quiet &&
-      HAS(E, PM_PROBE_JANK))
-    for (i = 0; i < s->n; i++)
-      if (s->g[i]->owner_iter == E->iter)
-        window_add(E, s->g[i], &s->g[i]->self, d);
-  if (s != NULL && E->count_allocs)
-    for (i = 0; i < s->n; i++)
-      if (s->g[i]->owner_iter == E->iter)
-        allocs_add(&s->g[i]->recent_self_alloc, &E->allocs, &E->self_alloc);
-  E->self_alloc = E->allocs;
-  E->self_cycles = now;
-  E->self_cpu = cpu;
-  E->self_blocked = blocked_at(E, now);
-}
-
-/* Charges every running stopwatch up to now and restarts it there. */
-static void split (pm_Engine *E, uint64_t now, uint32_t cpu) {
-  pm_Group *g;
-  for (g = E->touched; g != NULL; g = g->next_touched)
-    if (g->owner_iter == E->iter) {
-      charge(E, g, now, cpu);
-      start(E, g, now, cpu);
+  for (b = c->base; b != NULL; b = b->up)
+    for (i = 0; i < b->nadd; i++) {
+      pm_Group *g = b->add[i];
+      touch(E, g);
+      g->recent_cycles += c->cycles;
+      if (jank)
+        window_add(E, g, &g->all, c->cycles);
+      g->recent_blocking += c->blocking;
+      if (memory)
+        allocs_add(&g->recent_alloc, &c->alloc, &none_alloc);
     }
-  self_charge(E, now, cpu);
+  if (c->base == c && HAS(E, PM_PROBE_TICKS))
+    for (i = 0; i < c->nadd; i++)
+      c->add[i]->recent_ticks += c->entries;
+  for (i = 0; c->set != NULL && i < c->set->n; i++) {
+    pm_Group *g = c->set->g[i];
+    if (jank)
+      window_add(E, g, &g->self, c->cycles);
+    if (memory)
+      allocs_add(&g->recent_self_alloc, &c->alloc, &none_alloc);
+  }
+  c->cycles = c->entries = 0;
+  c->alloc = none_alloc;
+  c->blocking = 0;
 }
 
-/* A group change in a window past its limit ends the window there. */
-static void window_cut (pm_Engine *E, uint64_t now, uint32_t cpu) {
-  split(E, now, cpu);
-  window_close(E, now);
-}
-
-static PM_INLINE int window_due (pm_Engine *E, uint64_t now) {
-  return now - E->window_cycles >= E->window_limit;
-}
-
-/* The stopwatches of s that are not running, as bits of s. */
-static PM_INLINE uint32_t stopped (pm_Engine *E, const pm_Set *s) {
-  uint32_t bits = 0;
-  int i;
-  for (i = 0; i < s->n; i++)
-    if (s->g[i]->owner_iter != E->iter)
-      bits |= 1u << i;
-  return bits;
-}
-
-static PM_INLINE void acquire (pm_Engine *E, const pm_Set *s, uint32_t owned,
-                               uint64_t now, uint32_t cpu) {
-  int i;
-  for (i = 0; i < s->n; i++)
-    if (owned & (1u << i)) {
-      start(E, s->g[i], now, cpu);
-      s->g[i]->recent_ticks += HAS(E, PM_PROBE_TICKS);
-    }
-}
-
-/* Stops the stopwatches a frame started in iteration iter, unless a nested
-** loop or an event boundary cancelled them since. */
-static PM_INLINE void release (pm_Engine *E, const pm_Set *s, uint32_t owned,
-                               uint64_t iter, uint64_t now, uint32_t cpu) {
-  int i;
-  if (iter != E->iter)
-    return;
-  for (i = 0; i < s->n; i++)
-    if ((owned & (1u << i)) && s->g[i]->owner_iter == iter) {
-      charge(E, s->g[i], now, cpu);
-      s->g[i]->owner_iter = 0;
-    }
+/* Every context charged since the last flush gives its groups their due. */
+static void flush (pm_Engine *E) {
+  pm_Ctx *c = E->charged;
+  E->charged = NULL;
+  E->flushes++;
+  for (; c != NULL; c = c->next_charged)
+    flush_ctx(E, c);
 }
 
 enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT }; /* commit's kinds */
@@ -376,91 +361,61 @@ static void commit (pm_Engine *E, int kind);
 static void sample_mark (pm_Engine *E);
 static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle);
 
-/* Reads the clock for a group change, ending the window when it is due.
-** Outside events a period ends only at a snapshot, and a window's end
-** walks every group the period touched (split): a host that runs many
-** groups between snapshots would pay for all of them at each window.  So
-** there the window's end commits the period once the list is long, as a
-** snapshot would, and the list starts again from the groups running.  No
-** window ends inside a switch (pm_sw_switch_begin): the CPU clock would be read
-** later than the cycles; the first change after it ends it. */
-static PM_NOINLINE uint64_t change_due (pm_Engine *E, uint64_t now,
-                                        uint32_t *cpu) {
-  if (E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop]) {
+/* A change past the window's limit ends the window there.  Outside events
+** a period ends only at a snapshot, and a window's end walks every group
+** the period touched: a host that runs many groups between snapshots
+** would pay for all of them at each window.  So there the window's end
+** commits the period once the list is long, as a snapshot would. */
+static PM_NOINLINE void change_due (pm_Engine *E, uint64_t now) {
+  flush(E);
+  if (E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop])
     commit(E, COMMIT_EXACT);
-    return read_cycles(E, cpu);
-  }
-  window_cut(E, now, *cpu);
-  return now;
+  else
+    window_close(E, now);
 }
 
-static PM_INLINE uint64_t change (pm_Engine *E, uint32_t *cpu) {
-  uint64_t now = read_cycles(E, cpu);
-  if (PM_UNLIKELY(window_due(E, now)) && !E->instant)
-    now = change_due(E, now, cpu);
-  return now;
-}
-
-uint32_t pm_sw_acquire (pm_Engine *E, const pm_Set *s) {
-  uint32_t owned = stopped(E, s), cpu;
-  uint64_t now;
-  if (owned != 0) {
-    now = change(E, &cpu);
-    acquire(E, s, owned, now, cpu);
-  }
-  return owned;
-}
-
-void pm_sw_release (pm_Engine *E, const pm_Set *s, uint32_t owned,
-                    uint64_t iter) {
+/* The change of group at the heart of the hook: the context running is
+** charged up to now, and n runs from now on. */
+static PM_INLINE void change (pm_Engine *E, pm_Ctx *n) {
   uint32_t cpu;
-  uint64_t now;
-  if (iter == E->iter) {
-    now = change(E, &cpu);
-    release(E, s, owned, iter, now, cpu);
-  }
+  uint64_t now = read_cycles(E, &cpu);
+  settle(E, now, cpu);
+  E->ctx = n;
+  if (PM_UNLIKELY(now - E->window_cycles >= E->window_limit))
+    change_due(E, now);
 }
 
-uint64_t pm_sw_enter (pm_Engine *E, const pm_Set *s) {
-  uint32_t owned = stopped(E, s), cpu;
-  uint64_t now = change(E, &cpu);
-  self_charge(E, now, cpu);
-  E->self_set = s;
-  acquire(E, s, owned, now, cpu);
-  return PM_SW_SELF | owned;
+pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s) {
+  pm_Ctx *from = E->ctx, *n = pm_ctx_child(E, from, s);
+  if (PM_UNLIKELY(n == NULL))
+    return NULL; /* no memory: it stays in its caller's context */
+  n->entries++;
+  change(E, n);
+  return from;
 }
 
-void pm_sw_leave (pm_Engine *E, const pm_Set *s, uint64_t owned, uint64_t iter,
-                  const pm_Set *below) {
-  uint32_t cpu;
-  uint64_t now = change(E, &cpu);
-  if (owned & PM_SW_SELF) {
-    self_charge(E, now, cpu);
-    E->self_set = below;
-  }
-  release(E, s, (uint32_t)owned, iter, now, cpu);
+void pm_sw_leave (pm_Engine *E, pm_Ctx *to, uint64_t iter) {
+  change(E, pm_sw_valid(E, to, iter));
 }
 
-void pm_sw_self (pm_Engine *E, const pm_Set *s) {
-  uint32_t cpu;
-  uint64_t now = change(E, &cpu);
-  self_charge(E, now, cpu);
-  E->self_set = s;
+void pm_sw_change (pm_Engine *E, pm_Ctx *to) {
+  change(E, to);
 }
 
-void pm_sw_switch_begin (pm_Engine *E) {
-  uint32_t cpu;
-  uint64_t now = change(E, &cpu);
-  self_charge(E, now, cpu);
-  E->self_set = NULL;
-  E->instant = HAS(E, PM_PROBE_JANK);
-  E->instant_cycles = now;
-  E->instant_cpu = cpu;
+pm_Ctx *pm_sw_child (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
+  pm_Ctx *n = pm_ctx_child(E, c, s);
+  if (n == NULL)
+    return c;
+  n->entries++;
+  charge(E, n, 0); /* listed: its ticks are flushed even if it never runs */
+  return n;
 }
 
-void pm_sw_switch_end (pm_Engine *E, const pm_Set *s) {
-  E->self_set = s;
-  E->instant = 0;
+/* Nothing runs: the iteration moves on, and every frame's context is
+** stale (pm_sw_valid). */
+static void cancel (pm_Engine *E) {
+  E->iter++;
+  E->ctx = &E->root;
 }
 
 /* }====================================================== */
@@ -546,7 +501,7 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
   g->all.open_cycles = g->self.open_cycles = 0;
 }
 
-/* Ends the current period.  Stopwatches still running are split at this
+/* Ends the current period.  The context running is charged up to this
 ** instant: the part so far is committed, the rest goes to the next period. */
 static void commit (pm_Engine *E, int kind) {
   uint32_t cpu;
@@ -556,10 +511,8 @@ static void commit (pm_Engine *E, int kind) {
   int is_event = kind == COMMIT_EVENT;
   double per_cycle;
   pm_Group *g, *next;
-  for (g = E->touched; g != NULL; g = g->next_touched)
-    if (g->owner_iter == E->iter)
-      charge(E, g, now, cpu);
-  self_charge(E, now, cpu);
+  settle(E, now, cpu);
+  flush(E);
   if (kind == COMMIT_EXACT || !window_young(E, now))
     window_close(E, now);
   per_cycle = E->cpu_per_cycle;
@@ -594,11 +547,9 @@ static void commit (pm_Engine *E, int kind) {
     credit(&E->process.self, &E->period_time, 1);
     E->period_time = none;
   }
-  for (; g != NULL; g = next) { /* a running stopwatch joins the new list */
+  for (; g != NULL; g = next) {
     next = g->next_touched;
     commit_group(E, g, per_cycle, is_event);
-    if (g->owner_iter == E->iter)
-      start(E, g, now, cpu);
   }
   E->period_cycles = now;
   E->period_blocked = blocked_at(E, now);
@@ -608,12 +559,11 @@ static void commit (pm_Engine *E, int kind) {
 ** the counter's rate. */
 static void restart (pm_Engine *E) {
   uint32_t cpu;
-  E->period_cycles = E->window_cycles = E->rate_cycles = E->self_cycles =
+  E->period_cycles = E->window_cycles = E->rate_cycles = E->last =
       read_cycles(E, &cpu);
-  E->self_cpu = cpu;
-  E->period_blocked = E->window_blocked = E->self_blocked =
-      blocked_at(E, E->period_cycles);
-  E->self_alloc = E->period_alloc = E->allocs;
+  E->last_cpu = cpu;
+  E->period_blocked = E->window_blocked = blocked_at(E, E->period_cycles);
+  E->last_alloc = E->period_alloc = E->allocs;
   pm_cputime(&E->window_time);
   E->window_thread = pm_os_thread();
   E->rate_wall = pm_wall_us();
@@ -623,18 +573,19 @@ static void restart (pm_Engine *E) {
 void pm_sw_start (pm_Engine *E) {
   E->period++;
   E->window++;
-  E->iter++;
+  E->flushes++;
+  cancel(E);
   E->touched = NULL;
   E->ntouched = 0;
   E->windowed = NULL;
-  E->self_set = NULL;
+  E->charged = NULL;
+  slow_update(E);
   restart(E);
 }
 
 void pm_sw_stop (pm_Engine *E) {
   commit(E, COMMIT_EXACT);
-  E->iter++;
-  E->self_set = NULL; /* the sets go with the last monitor */
+  cancel(E);
 }
 
 /* Quiet regions are cut at both ends so that the time inside is dropped,
@@ -645,6 +596,7 @@ void pm_sw_quiet (pm_Engine *E, int on) {
   if (E->sampled)
     sample_mark(E); /* what ran inside goes to no group */
   E->quiet = on;
+  slow_update(E);
 }
 
 void pm_sw_snapshot (pm_Engine *E) {
@@ -658,18 +610,23 @@ void pm_sw_own (pm_Engine *E, int on) {
   uint64_t c;
   if (on) {
     /* inside a blocking call its cycles are left out already */
-    if (!(E->own = E->monitors > 0 && E->blocking_depth == 0))
+    if (E->monitors == 0 || E->blocking_depth > 0)
       return;
-    E->own_cycles = read_cycles(E, &cpu);
+    settle_now(E);
+    E->own = 1;
+    E->own_cycles = E->last;
     pm_cputime(&E->own_time);
     E->count_allocs = 0;
+    slow_update(E);
     return;
   }
   if (!E->own)
     return;
-  E->own = 0;
   /* its cycles count as blocked, its CPU time moves the window's start */
   c = read_cycles(E, &cpu);
+  settle(E, c, cpu);
+  E->own = 0;
+  slow_update(E);
   pm_cputime(&now);
   if (c >= E->own_cycles)
     E->blocked_cycles += c - E->own_cycles;
@@ -699,12 +656,13 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta) {
         E->probes &= ~PM_BIT(p);
     }
   if (E->probes != before) {
-    E->iter++;
+    cancel(E);
     if (E->monitors > 0 && ((E->probes ^ before) & PM_BIT(PM_PROBE_JANK)))
       restart(E); /* cycles were not read without it */
     if ((E->probes ^ before) & PM_BIT(PM_PROBE_CHUNKS))
       pm_functions_forget(E);
     E->count_allocs = HAS(E, PM_PROBE_MEMORY);
+    slow_update(E);
   }
 }
 
@@ -719,7 +677,7 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta) {
 static void mark (pm_Engine *E, int kind) {
   if (E->monitors > 0)
     commit(E, kind);
-  E->iter++;
+  cancel(E);
 }
 
 int pm_sw_event_begin (pm_Engine *E) {
@@ -793,30 +751,41 @@ void pm_sw_nested_orphan (pm_Engine *E, int n) {
     E->loop_orphans += n;
 }
 
-/* The thread starts waiting: from now its cycles are blocked. */
+/* The thread starts waiting: from now its cycles are blocked, and so are
+** those of the context it waits in, until the wait is over; code it calls
+** meanwhile (a callback in another context) runs on the CPU. */
 static void blocking_open (pm_Engine *E) {
   uint32_t cpu;
   E->blocking_since = pm_wall_us();
   E->blocking_since_cycles = read_cycles(E, &cpu);
+  if (E->monitors > 0)
+    settle(E, E->blocking_since_cycles, cpu);
+  E->blocking_ctx = E->ctx;
 }
 
 /* The wait is over: its cycles join the blocked ones, its wall time the
-** blocking time. */
+** blocking time of the groups running. */
 static void blocking_close (pm_Engine *E) {
   uint32_t cpu;
+  uint64_t now;
   if (E->monitors == 0)
     return;
-  E->blocked_cycles = blocked_at(E, read_cycles(E, &cpu));
+  now = read_cycles(E, &cpu);
+  settle(E, now, cpu);
+  E->blocked_cycles = blocked_at(E, now);
   if (HAS(E, PM_PROBE_BLOCKING)) {
     double d = pm_wall_us() - E->blocking_since;
     E->blocking_total += d;
     E->process.blocking_us += d;
+    E->ctx->blocking += d;
+    charge(E, E->ctx, 0);
   }
 }
 
 int pm_sw_blocking_begin (pm_Engine *E) {
   if (E->blocking_depth++ == 0)
     blocking_open(E);
+  slow_update(E);
   return PM_OK;
 }
 
@@ -830,6 +799,7 @@ int pm_sw_blocking_end (pm_Engine *E) {
   if (E->blocking_depth == 1)
     blocking_close(E);
   E->blocking_depth--;
+  slow_update(E);
   return PM_OK;
 }
 
@@ -839,6 +809,7 @@ void pm_sw_blocking_pause (pm_Engine *E, int n) {
   if (n == E->blocking_depth)
     blocking_close(E);
   E->blocking_depth -= n;
+  slow_update(E);
 }
 
 void pm_sw_blocking_orphan (pm_Engine *E, int n) {
@@ -852,6 +823,7 @@ void pm_sw_blocking_resume (pm_Engine *E, int n) {
   if (E->blocking_depth == 0)
     blocking_open(E);
   E->blocking_depth += n;
+  slow_update(E);
 }
 
 /* }====================================================== */

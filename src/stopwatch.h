@@ -1,12 +1,14 @@
 /*
 ** stopwatch.h -- the cycle stopwatch of the design documents.
 **
-** A group's stopwatch is attached by the outermost frame that enters the
-** group in the current iteration, and stopped when that frame leaves: so
-** when A calls B both run, and when B calls back into A, A is not started a
-** second time.  Each stopwatch remembers its iteration number; bumping
-** E->iter cancels every measure under way in O(1) (nested loops, event
-** boundaries), since a stale stopwatch is simply dropped when it stops.
+** A group's stopwatch runs from the outermost frame that enters the group
+** in the current iteration to that frame's return: so when A calls B both
+** run, and when B calls back into A, A is not started a second time.
+** perfmon keeps them as contexts (context.h): between two changes of
+** group one context runs, the groups running and the innermost set, and a
+** change charges it the cycles since the last.  Bumping E->iter cancels
+** every measure under way in O(1) (nested loops, event boundaries): the
+** root runs, and a frame left in an older iteration returns to the root.
 **
 ** Cycles accumulate per group over a period, the span between two commits
 ** (each event's begin and end, a snapshot taken outside events).  The
@@ -15,40 +17,32 @@
 ** microseconds.  A window ends at the first change of group once it is
 ** 1 ms old, and at commits, except that an event boundary leaves a
 ** younger window open: time off the CPU stays with the groups that ran
-** around it, and short events share one clock read.
+** around it, and short events share one clock read.  The contexts give
+** their cycles to their groups at those ends (a flush).
 */
 #ifndef PM_STOPWATCH_H
 #define PM_STOPWATCH_H
 
 #include "engine.h"
 
-/* Starts stopwatches for the groups of s that are not running; returns
-** the mask of those it started (bit i: s->g[i]). */
-uint32_t pm_sw_acquire (pm_Engine *E, const pm_Set *s);
-/* Stops the stopwatches a frame started in iteration iter. */
-void pm_sw_release (pm_Engine *E, const pm_Set *s, uint32_t owned,
-                    uint64_t iter);
+/* Changes of group.  A call into set s enters the context pm_ctx_child
+** gives, and returns the context it left, to go back to at its return
+** (NULL: no memory for a context, nothing changed).  The return leaves
+** for it, or for the root when the iteration it was left in (iter) is
+** over.  pm_sw_change goes to any context: a coroutine switch, one clock
+** read for all that stops and starts there.  pm_sw_child is the context
+** a call into s from c leads to, counted as entered, without a change:
+** the frames of a coroutine that runs again (c when no memory). */
+pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s);
+void pm_sw_leave (pm_Engine *E, pm_Ctx *to, uint64_t iter);
+void pm_sw_change (pm_Engine *E, pm_Ctx *to);
+pm_Ctx *pm_sw_child (pm_Engine *E, pm_Ctx *c, const pm_Set *s);
 
-/* Self time runs for the innermost frame's set.  A call into another set
-** enters it: its stopwatches start, and it becomes the innermost set;
-** returns what the frame owns, PM_SW_SELF and the acquired bits.  Its
-** return leaves it: the set below (that of the frame under it) becomes
-** the innermost again.  pm_sw_self says which set is innermost when
-** frames go without their returns (a thread perfmon loses sight of). */
-#define PM_SW_SELF ((uint64_t)1 << 32)
-uint64_t pm_sw_enter (pm_Engine *E, const pm_Set *s);
-void pm_sw_leave (pm_Engine *E, const pm_Set *s, uint64_t owned, uint64_t iter,
-                  const pm_Set *below);
-void pm_sw_self (pm_Engine *E, const pm_Set *s);
-
-/* A coroutine switch stops the stopwatches of the frames of one thread
-** and starts those of another's, between pm_sw_switch_begin and
-** pm_sw_switch_end, at one instant: the clock is read once, at begin (a
-** read costs tens of ns in a virtual machine), and what the switch itself
-** takes goes to what runs after it.  No set is innermost in between; s
-** is at end. */
-void pm_sw_switch_begin (pm_Engine *E);
-void pm_sw_switch_end (pm_Engine *E, const pm_Set *s);
+/* c, left in iteration iter, if that iteration still runs; else the root:
+** an event boundary or a nested loop cancelled what ran then. */
+static inline pm_Ctx *pm_sw_valid (pm_Engine *E, pm_Ctx *c, uint64_t iter) {
+  return c != NULL && iter == E->iter ? c : &E->root;
+}
 
 void pm_sw_start (pm_Engine *E); /* monitoring begins */
 void pm_sw_stop (pm_Engine *E); /* monitoring ends: commit what is pending */

@@ -10,7 +10,7 @@
 static void forget (pm_State *S, const void *key, uintptr_t v) {
   pm_map_del(&S->e.known, key);
   switch (PM_TAG(v)) {
-    case PM_THREAD: pm_thread_forget(S, PM_PTR(v)); break;
+    case PM_THREAD: pm_thread_forget(PM_PTR(v)); break;
     case PM_ENV: pm_env_forget(&S->e, PM_PTR(v)); break;
     case PM_CHUNK: pm_chunk_forget(&S->e, PM_PTR(v)); break;
     case PM_UPVAL: pm_upvalue_forget(&S->e, v); break;

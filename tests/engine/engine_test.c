@@ -31,7 +31,8 @@ static pm_Engine E;
 
 typedef struct Frame {
   const pm_Set *set;
-  uint64_t iter, owned;
+  pm_Ctx *left;
+  uint64_t iter;
 } Frame;
 
 static Frame stack[64];
@@ -47,14 +48,14 @@ static void call (const pm_Set *s) {
   Frame *f = &stack[depth++];
   f->set = s;
   f->iter = E.iter;
-  f->owned = s != parent ? pm_sw_enter(&E, s) : 0;
+  f->left = s != parent ? pm_sw_enter(&E, s) : NULL;
 }
 
 /* Its return. */
 static void ret (void) {
   Frame f = stack[--depth];
-  if (f.owned)
-    pm_sw_leave(&E, f.set, f.owned, f.iter, top_set());
+  if (f.left != NULL)
+    pm_sw_leave(&E, f.left, f.iter);
 }
 
 static pm_Group *group (const char *name) {
@@ -315,29 +316,38 @@ static void test_cpu_migration (void) {
   unmonitor(JANK);
 }
 
-/* Changes made at one instant (a thread switch): the clock is read once,
-** so that what the switch itself takes goes to what runs after it, not to
-** the stopwatches it stops. */
+/* A thread switch: A runs in one thread, then a coroutine whose frames
+** are in A (its resumer) and then B.  The contexts of its frames are made
+** without a change, and one change, one clock read, goes from A's to the
+** top one: A runs on, B starts, and B's start counts as a tick.  Back in
+** A's context, A alone runs. */
 static void test_switch (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
-  monitor(JANK);
+  pm_Ctx *ca, *cb;
+  uint64_t reads;
+  monitor(JANK | TICKS);
   plugins(&a, &sa, &b, &sb);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
+  ca = E.ctx;
   fake_advance(100, 100);
-  pm_sw_switch_begin(&E);
-  fake_advance(30, 30); /* the switch's own work */
-  ret();
-  call(sb);
-  pm_sw_switch_end(&E, sb);
+  reads = E.cycle_reads;
+  cb = pm_sw_child(&E, pm_sw_child(&E, ca, sa), sb);
+  pm_sw_change(&E, cb);
+  CHECK(E.cycle_reads == reads + 1);
   fake_advance(50, 50);
+  pm_sw_change(&E, ca);
+  fake_advance(20, 20);
   ret();
   CHECK(pm_sw_event_end(&E) == PM_OK);
   pm_sw_snapshot(&E);
-  NEAR(cpu(a), 100);
-  NEAR(cpu(b), 80);
-  unmonitor(JANK);
+  NEAR(cpu(a), 170);
+  NEAR(self(a), 120);
+  NEAR(cpu(b), 50);
+  NEAR(self(b), 50);
+  CHECK(a->total.ticks == 1 && b->total.ticks == 1);
+  unmonitor(JANK | TICKS);
 }
 
 /* The memory probe: what is allocated while A runs is A's, and its self
