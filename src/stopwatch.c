@@ -347,11 +347,13 @@ static void flush_ctx (pm_Engine *E, pm_Ctx *c) {
   c->blocking = 0;
 }
 
-/* Every context charged since the last flush gives its groups their due. */
+/* Every context charged since the last flush gives its groups their due.
+** The root has none: it passes for listed already, and what it is charged
+** goes nowhere. */
 static void flush (pm_Engine *E) {
   pm_Ctx *c = E->charged;
   E->charged = NULL;
-  E->flushes++;
+  E->root.flush = ++E->flushes;
   for (; c != NULL; c = c->next_charged)
     flush_ctx(E, c);
 }
@@ -573,7 +575,7 @@ static void restart (pm_Engine *E) {
 void pm_sw_start (pm_Engine *E) {
   E->period++;
   E->window++;
-  E->flushes++;
+  E->root.flush = ++E->flushes;
   cancel(E);
   E->touched = NULL;
   E->ntouched = 0;
