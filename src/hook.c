@@ -298,7 +298,7 @@ static void thread_stop (pm_Thread *t, int status) {
 ** over it, bottom up.  Returns the context of its top frame. */
 static pm_Ctx *thread_run (pm_Thread *t, pm_Ctx *base) {
   pm_Engine *E = &t->S->e;
-  const pm_Set *parent = E->empty;
+  const pm_Set *parent = NULL; /* the bottom frame enters, even the empty set */
   uint64_t iter = E->iter;
   int i;
   if (PM_UNLIKELY(t->loops > 0) &&
@@ -636,7 +636,9 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
     pop(t);
   }
   parent = t->n > 0 ? t->f[t->n - 1].set : S->e.empty;
-  push(t, ar->i_ci, set_of(v, parent), parent);
+  /* a thread's bottom frame always enters its set: a coroutine's runs
+  ** over its resumer's context, whose set is not the frame's (NULL) */
+  push(t, ar->i_ci, set_of(v, parent), t->n > 0 ? parent : NULL);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
     hook_coroutine(S, L, ar, kind);
 }
