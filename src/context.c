@@ -164,9 +164,11 @@ void pm_ctx_sweep (pm_Engine *E) {
   }
   for (i = 0; i < E->nctxs; i++) {
     pm_Ctx *c = E->ctxs[i];
-    if (c->dying)
+    if (c->dying) {
+      if (c == E->blocking_ctx)
+        E->blocking_ctx = NULL; /* a blocking call begun there goes on */
       pm_free(E, c, ctx_size(c->nadd));
-    else
+    } else
       E->ctxs[n++] = c;
   }
   if (n == E->nctxs)
@@ -192,6 +194,7 @@ void pm_ctx_free (pm_Engine *E) {
   E->root.flush = E->flushes; /* never listed: stopwatch.c's flush */
   E->ctx = &E->root;
   E->charged = NULL;
+  E->blocking_ctx = NULL;
 }
 
 /* }====================================================== */
