@@ -239,11 +239,15 @@ static void unwind (pm_Thread *t, int keep) {
 }
 
 /* t's frames go (a thread that perfmon lost sight of, or that is
-** collected): if it runs, the context it was resumed from runs on. */
+** collected): if it runs, the groups of the context it was resumed from
+** run on, and what it runs is no set's self time (the empty set's). */
 static void drop_frames (pm_Thread *t) {
   pm_Engine *E = &t->S->e;
-  if (t == t->S->current && t->active)
-    pm_sw_change(E, pm_sw_valid(E, t->base, t->base_iter));
+  pm_Ctx *c;
+  if (t == t->S->current && t->active) {
+    c = pm_sw_valid(E, t->base, t->base_iter);
+    pm_sw_change(E, E->empty != NULL ? pm_sw_child(E, c, E->empty) : c);
+  }
   t->n = 0;
 }
 
