@@ -963,12 +963,18 @@ static int spare_thread (uintptr_t v, void *arg) {
   if (PM_TAG(v) == PM_THREAD) {
     const pm_Thread *t = PM_PTR(v);
     int i;
+    /* only a thread that runs, or waits in a resume, goes back to its
+    ** contexts: one that stopped has them made again when it runs
+    ** (thread_run), and its resumer's groups must not outlive it there */
     for (i = 0; i < t->n; i++) {
       spare_set(t->f[i].set);
-      spare_ctx(E, t->f[i].left, t->f[i].iter);
+      if (t->active)
+        spare_ctx(E, t->f[i].left, t->f[i].iter);
     }
-    spare_ctx(E, t->base, t->base_iter);
-    spare_ctx(E, t->ctx, t->ctx_iter);
+    if (t->active)
+      spare_ctx(E, t->base, t->base_iter);
+    if (t->active && !t->current) /* waits in a resume */
+      spare_ctx(E, t->ctx, t->ctx_iter);
   }
   return 0;
 }
