@@ -155,6 +155,30 @@ describe("perfmon groups that come and go", function()
     assert.equals(base, perfmon.info().groups)
   end)
 
+  it("a dropped plugin that resumed a coroutine still alive is freed", function()
+    -- The coroutine, suspended, outlives the plugin that last resumed it:
+    -- nothing it keeps may hold that plugin's group (outside events the
+    -- iteration never moves on, so this is the only way it goes).
+    local m <close> = perfmon.monitor{ "ticks", "jank" }
+    local body = load("return function() while true do coroutine.yield() end end", "=body")()
+    local co = coroutine.create(body)
+    local base = perfmon.info().groups
+    do
+      local g = perfmon.group{ name = "resumer", kind = "plugin" }
+      local env = setmetatable({}, { __index = _G })
+      local resume = assert(perfmon.load("return function(co) coroutine.resume(co) end",
+        "=groups_spec/resumer" .. tostring(env), env, g))()
+      resume(co)
+      resume(co)
+      assert.equals(base + 1, perfmon.info().groups)
+    end
+    full_gc()
+    m:snapshot() -- a sweep
+    assert.equals(base, perfmon.info().groups)
+    assert.equals(0, perfmon.info().dead_groups, "freed, not only dead")
+    assert.equals("suspended", coroutine.status(co))
+  end)
+
   it("a collected handle brought back by a finalizer is refused with an error", function()
     local back
     do

@@ -194,6 +194,45 @@ describe("perfmon stopwatch", function()
       end)
       assert.are.equal(N, st(d, A).ticks, "ticks of A (one per call from the host)")
     end)
+
+    it("counts every entry when plugins call one another in every order", function()
+      -- Each ordered pair of plugins is a context of its own: 130 make more
+      -- than an event keeps (docs/api.md, perfmon.info().contexts), and
+      -- 260 more than are ever made at once.
+      for _, n in ipairs{ 130, 260 } do
+        local groups, mods = {}, {}
+        for i = 1, n do
+          groups[i], mods[i] = plugin("P" .. i, [[
+            local M = {}
+            function M.call(f) local r = f() return r end
+            function M.work() return 1 end
+            return M]])
+        end
+        local mon <close> = monitor()
+        local during
+        local d = measure(mon, function()
+          perfmon.event(function()
+            for i = 1, n do
+              for j = 1, n do mods[i].call(mods[j].work) end
+            end
+            during = perfmon.info().contexts
+          end)
+        end)
+        assert(during > 16384, ("%d plugins: %d contexts"):format(n, during))
+        assert(during <= 65536, ("%d plugins: %d contexts"):format(n, during))
+        assert.are.equal(0, perfmon.info().contexts, "all freed at the event's end")
+        if n * n + n <= 65536 then
+          for i = 1, n do -- from the host n times, from each other plugin once
+            assert.are.equal(2 * n - 1, st(d, groups[i]).ticks, "ticks of P" .. i)
+          end
+        end
+        local again = measure(mon, function()
+          perfmon.event(function() mods[1].call(mods[2].work) end)
+        end)
+        assert.are.equal(1, st(again, groups[1]).ticks, "P1 after the contexts went")
+        assert.are.equal(1, st(again, groups[2]).ticks, "P2 after the contexts went")
+      end
+    end)
   end)
 
   ---------------------------------------------------------------------------

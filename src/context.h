@@ -21,13 +21,23 @@
 ** calls from the host into a plugin find it there.  Each base remembers
 ** the last context a call from it went to past that cache: a library that
 ** plugins share, called from each.  Others go through the index of
-** contexts by (base, set).  Contexts live until the last
-** monitor closes, or until a group of theirs is swept.
+** contexts by (base, set).  Contexts live until the last monitor
+** closes, or until a group of theirs is swept.
+**
+** Their number grows with the orders in which groups call one another:
+** plugins that call every other through a shared bus make one for each
+** pair.  An iteration's end, when no frame can go back to any of them,
+** frees them all once there are more than PM_CTX_KEEP; past PM_CTX_MAX
+** none is made, and a call that would need a new one stays in its
+** caller's context (its time goes to its caller's groups).
 */
 #ifndef PM_CONTEXT_H
 #define PM_CONTEXT_H
 
 #include "group.h"
+
+#define PM_CTX_KEEP 16384
+#define PM_CTX_MAX 65536
 
 struct pm_Ctx {
   /* what a change of group writes (stopwatch.c), first */

@@ -548,6 +548,10 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "windows");
   lua_pushinteger(L, (lua_Integer)S->e.cycle_reads);
   lua_setfield(L, -2, "cycle_reads");
+  lua_pushinteger(L, S->e.nctxs);
+  lua_setfield(L, -2, "contexts");
+  lua_pushinteger(L, S->e.ndead);
+  lua_setfield(L, -2, "dead_groups");
   return 1;
 }
 

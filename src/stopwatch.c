@@ -414,10 +414,12 @@ pm_Ctx *pm_sw_child (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
 }
 
 /* Nothing runs: the iteration moves on, and every frame's context is
-** stale (pm_sw_valid). */
+** stale (pm_sw_valid): none can be gone back to, so that many can go. */
 static void cancel (pm_Engine *E) {
   E->iter++;
   E->ctx = &E->root;
+  if (PM_UNLIKELY(E->nctxs > PM_CTX_KEEP))
+    pm_ctx_free(E);
 }
 
 /* }====================================================== */
