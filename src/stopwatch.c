@@ -414,10 +414,14 @@ pm_Ctx *pm_sw_child (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
 }
 
 /* Nothing runs: the iteration moves on, and every frame's context is
-** stale (pm_sw_valid): none can be gone back to, so that many can go. */
+** stale (pm_sw_valid): none can be gone back to, so that many can go.
+** A blocking call under way was begun in one of them: what runs from now
+** on is called back, on the CPU, even in the same (base, set), whether or
+** not its contexts went (pm_ctx_free forgets it). */
 static void cancel (pm_Engine *E) {
   E->iter++;
   E->ctx = &E->root;
+  E->blocking_ctx = NULL;
   if (PM_UNLIKELY(E->nctxs > PM_CTX_KEEP))
     pm_ctx_free(E);
 }
