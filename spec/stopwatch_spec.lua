@@ -210,6 +210,7 @@ describe("perfmon stopwatch", function()
         end
         local mon <close> = monitor()
         local during
+        local refused = perfmon.info().contexts_refused
         local d = measure(mon, function()
           perfmon.event(function()
             for i = 1, n do
@@ -218,8 +219,17 @@ describe("perfmon stopwatch", function()
             during = perfmon.info().contexts
           end)
         end)
+        refused = perfmon.info().contexts_refused - refused
         assert(during > 16384, ("%d plugins: %d contexts"):format(n, during))
         assert(during <= 65536, ("%d plugins: %d contexts"):format(n, during))
+        -- the calls past the last context run in their caller's, and say
+        -- so: n * n contexts (n from the host, n - 1 from each plugin),
+        -- beside the few of the spec's own code
+        if n * n > 65536 then
+          assert(refused >= n * n - 65536, ("%d calls refused a context"):format(refused))
+        else
+          assert.are.equal(0, refused, "calls refused a context")
+        end
         -- all freed at the event's end: what runs after it (the spec's
         -- own code, in a group where another spec attached a prefix)
         -- makes a few again

@@ -58,8 +58,10 @@ static pm_Ctx *ctx_new (pm_Engine *E, pm_Ctx *b, const pm_Set *s, uint32_t h) {
   pm_Ctx *c, **a;
   CtxKey k;
   int n = 0, i;
-  if (E->nctxs >= PM_CTX_MAX)
+  if (E->nctxs >= PM_CTX_MAX) {
+    E->ctx_refused++;
     return NULL;
+  }
   for (i = 0; i < s->n; i++)
     if (!running(b, s->g[i]))
       add[n++] = s->g[i];

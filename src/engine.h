@@ -85,6 +85,7 @@ struct pm_Engine {
   pm_Ctx **ctxs;
   int nctxs, ctxcap;
   pm_Index ctxidx; /* by (base entered from, set) */
+  uint64_t ctx_refused; /* calls past PM_CTX_MAX: run in their caller's */
   pm_Ctx root; /* nothing runs: outside any group, or all cancelled */
 
   /* stopwatch.c */

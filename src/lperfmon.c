@@ -550,6 +550,8 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "cycle_reads");
   lua_pushinteger(L, S->e.nctxs);
   lua_setfield(L, -2, "contexts");
+  lua_pushinteger(L, (lua_Integer)S->e.ctx_refused);
+  lua_setfield(L, -2, "contexts_refused");
   lua_pushinteger(L, S->e.ndead);
   lua_setfield(L, -2, "dead_groups");
   return 1;
