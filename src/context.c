@@ -122,27 +122,13 @@ pm_Ctx *pm_ctx_find (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
 ** =======================================================
 */
 
-static void set_spare (const pm_Set *s) {
-  int i;
-  for (i = 0; s != NULL && i < s->n; i++)
-    s->g[i]->dying = 0;
-}
-
 void pm_ctx_spare (pm_Ctx *c) {
   const pm_Ctx *b;
   int i;
-  set_spare(c->set);
+  pm_set_spare(c->set);
   for (b = c->base; b != NULL; b = b->up)
     for (i = 0; i < b->nadd; i++)
       b->add[i]->dying = 0;
-}
-
-static int set_dying (const pm_Set *s) {
-  int i;
-  for (i = 0; s != NULL && i < s->n; i++)
-    if (s->g[i]->dying)
-      return 1;
-  return 0;
 }
 
 static void caches_clear (pm_Engine *E) {
@@ -164,7 +150,7 @@ void pm_ctx_sweep (pm_Engine *E) {
   CtxKey k;
   for (i = 0; i < E->nctxs; i++) {
     pm_Ctx *c = E->ctxs[i];
-    c->dying = c->from->dying || set_dying(c->set);
+    c->dying = c->from->dying || pm_set_dying(c->set);
   }
   for (i = 0; i < E->nctxs; i++) {
     pm_Ctx *c = E->ctxs[i];

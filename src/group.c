@@ -578,12 +578,18 @@ int pm_memberships (const pm_Group *g, int *ids, int max) {
 ** =======================================================
 */
 
-static int set_dying (const pm_Set *s) {
+int pm_set_dying (const pm_Set *s) {
   int i;
-  for (i = 0; i < s->n; i++)
+  for (i = 0; s != NULL && i < s->n; i++)
     if (s->g[i]->dying)
       return 1;
   return 0;
+}
+
+void pm_set_spare (const pm_Set *s) {
+  int i;
+  for (i = 0; s != NULL && i < s->n; i++)
+    s->g[i]->dying = 0;
 }
 
 /* Frees every set naming a dying group; returns how many.  The index of
@@ -593,7 +599,7 @@ static int sets_reap (pm_Engine *E) {
   SetKey k;
   for (i = 0; i < E->nsets; i++) {
     pm_Set *s = E->sets[i];
-    if (set_dying(s))
+    if (pm_set_dying(s))
       set_free(E, s);
     else
       E->sets[n++] = s;

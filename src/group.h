@@ -155,6 +155,10 @@ void pm_group_release (pm_Engine *E, pm_Group *g);
 ** Forgets every cached function -> set when a set goes.  Not from the hook
 ** nor the allocator.  Returns how many were freed. */
 int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud);
+/* During a sweep: whether s (or NULL) names a group it frees, and keeping
+** every group s names. */
+int pm_set_dying (const pm_Set *s);
+void pm_set_spare (const pm_Set *s);
 
 pm_Env *pm_env_get (pm_Engine *E, const void *table, int create);
 enum { PM_ATTACH_OK, PM_ATTACH_FULL, PM_ATTACH_NOMEM };

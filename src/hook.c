@@ -946,12 +946,6 @@ void pm_hook_settle (lua_State *L, pm_State *S) {
     unwind_dead(t);
 }
 
-static void spare_set (const pm_Set *s) {
-  int i;
-  for (i = 0; s != NULL && i < s->n; i++)
-    s->g[i]->dying = 0;
-}
-
 static void spare_ctx (pm_Engine *E, pm_Ctx *c, uint64_t iter) {
   pm_Ctx *v = pm_sw_valid(E, c, iter);
   if (v == c)
@@ -967,7 +961,7 @@ static int spare_thread (uintptr_t v, void *arg) {
     ** contexts: one that stopped has them made again when it runs
     ** (thread_run), and its resumer's groups must not outlive it there */
     for (i = 0; i < t->n; i++) {
-      spare_set(t->f[i].set);
+      pm_set_spare(t->f[i].set);
       if (t->active)
         spare_ctx(E, t->f[i].left, t->f[i].iter);
     }
