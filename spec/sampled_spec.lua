@@ -88,6 +88,30 @@ describe("a sampled monitor", function()
     assert.equals(160, d.process.events)
   end)
 
+  it("reads the CPU clock once a millisecond for short events, and keeps their total exact", function()
+    truth.alone(pending)
+    local _, a = plugin("a", "return function(ms) local us = burn(ms) return us end")
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local n = 4000
+    local before = mon:snapshot()
+    local w0 = perfmon.info().windows
+    local total = os.clock()
+    for _ = 1, n do
+      perfmon.event(a, 0.03)
+    end
+    total = (os.clock() - total) * 1e6
+    local windows = perfmon.info().windows - w0
+    local d = mon:snapshot():subtract(before)
+    -- No group's cycles are in a sampled monitor's CPU-time window: it
+    -- stays open for 1 ms (an exact one's for 250 µs), about 30 events of
+    -- 30 µs, and each read is a system call as long as one.  Their
+    -- total is exact; each one's length is estimated (it reaches no bucket).
+    assert(windows < n / 8, ("%d CPU clock reads for %d events of %.0f µs"):format(windows, n, total / n))
+    truth.assert_near(d.process.cpu_us, total, "the process")
+    assert.equals(n, d.process.events)
+    assert(d.process.durations[1] <= n / 100, ("%d of %d short events in durations[1]"):format(d.process.durations[1], n))
+  end)
+
   it("charges a group once per sample, and self time to the innermost frame's", function()
     truth.alone(pending)
     local used = { own = 0, lib = 0 }

@@ -93,20 +93,23 @@ static void cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
 ** At an event boundary the window stays open while it is younger than
 ** PM_WINDOW_US, as the read, a system call of about a microsecond, is as
 ** long as a short event: the events in it keep their cycles until the next
-** read.  Totals stay exact.  What a short
-** event cannot know at its end is its own CPU time, and it needs none: an
-** event that short reaches no histogram bucket (the first is 1 ms), and as
-** the limit is kept under the watcher's jank threshold it raises no jank
-** alert.  Snapshots, the end of monitoring, quiet regions and probe
-** changes close the window exactly. */
+** read.  A window that holds no group's cycles (a sampled monitor's, or
+** events that ran no group) shares its CPU time with no group, so it stays
+** open as long as a change of group would leave it, PM_CUT_US.  Totals stay
+** exact.  What a short event cannot know at its end is its own CPU time,
+** and it needs none: an event that short reaches no histogram bucket (the
+** first is 1 ms, PM_CUT_US at most), and as the limit is kept under the
+** watcher's jank threshold it raises no jank alert.  Snapshots, the end of
+** monitoring, quiet regions and probe changes close the window exactly. */
 #define PM_WINDOW_US 250.0
 #define PM_CUT_US 1000.0
 #define PM_TOUCHED_MAX 64 /* groups a period outside events lists (change) */
 
 static double window_limit_us (pm_Engine *E) {
-  if (E->watching && E->jank_threshold > 0 && E->jank_threshold < PM_WINDOW_US)
+  double us = E->windowed != NULL ? PM_WINDOW_US : PM_CUT_US;
+  if (E->watching && E->jank_threshold > 0 && E->jank_threshold < us)
     return E->jank_threshold;
-  return PM_WINDOW_US;
+  return us;
 }
 
 /* Whether the window may stay open at now: the counter's rate is known,
