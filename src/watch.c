@@ -18,9 +18,10 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
   }
 }
 
-/* A free, of a block perfmon may have keyed: out of line, so that
-** allocations and resizes go straight on to the host's allocator without
-** saving a register.  A function's entry was all there was of it. */
+/* The free of a block whose filter bit is set in either map: perfmon may
+** have keyed it.  Out of line, so that every other call goes straight on
+** to the host's allocator without saving a register.  A function's entry
+** was all there was of it. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
   uintptr_t v;
   if (pm_map_may_hold(&S->e.fns, ptr))
@@ -46,7 +47,8 @@ static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
 
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL && (S->e.known.count | S->e.fns.count) != 0)
+  if (nsize == 0 && ptr != NULL &&
+      (pm_map_may_hold(&S->e.known, ptr) || pm_map_may_hold(&S->e.fns, ptr)))
     return watch_free(S, ptr, osize);
   if (PM_UNLIKELY(S->e.count_allocs) && nsize != 0)
     return counted_alloc(S, ptr, osize, nsize);
