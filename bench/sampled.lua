@@ -81,15 +81,26 @@ local function total(snap, field)
   return sum
 end
 
+-- The relative standard error of a group's sampled time, from the counts
+-- alone: of n samples, each finds the group with probability q (its share
+-- of the CPU time, by the exact mode), so it is found n*q times give or
+-- take sqrt(n*q*(1-q)).  A share error within twice that is what sampling
+-- gives at this rate, whatever the code.
+local function sampling_error(n, q)
+  if n <= 0 or q <= 0 then return math.huge end
+  return math.sqrt((1 - math.min(q, 1)) / (n * q))
+end
+
 local function compare(title, w, seconds)
   local samples = perfmon.info().samples
   local exact, runs, exact_s = measure(w, "exact", seconds)
   local sampled, _, sampled_s = measure(w, "sampled", nil, runs)
+  local n = perfmon.info().samples - samples
   print(("%s: %d runs, %.1f s of CPU exact, %.1f s sampled (%d samples)")
-    :format(title, runs, exact_s, sampled_s, perfmon.info().samples - samples))
-  print(("%-12s %10s %10s %7s %8s   %10s %10s %7s %8s"):format("group", "exact ms",
-    "sampled", "ratio", "shares", "self ex.", "sampled", "ratio", "shares"))
-  local worst = { cpu_us = 0, self_us = 0 }
+    :format(title, runs, exact_s, sampled_s, n))
+  print(("%-12s %10s %10s %7s %8s %6s   %10s %10s %7s %8s %6s"):format("group", "exact ms",
+    "sampled", "ratio", "shares", "2σ", "self ex.", "sampled", "ratio", "shares", "2σ"))
+  local worst, beyond = { cpu_us = 0, self_us = 0 }, {}
   local names = {}
   for id, st in pairs(exact.groups) do
     if st.cpu_us > 0 then names[#names + 1] = { id = id, name = st.name } end
@@ -100,19 +111,25 @@ local function compare(title, w, seconds)
     local row = { ("%-12s"):format(g.name) }
     for _, f in ipairs { "cpu_us", "self_us" } do
       local shares = (s[f] / total(sampled, f)) / (e[f] / total(exact, f))
+      local two_sigma = 2 * sampling_error(n, e[f] / exact.process.cpu_us)
       worst[f] = math.max(worst[f], math.abs(shares - 1))
-      row[#row + 1] = ("%10.1f %10.1f %7.3f %8.3f"):format(e[f] / 1000, s[f] / 1000,
-        s[f] / e[f], shares)
+      if math.abs(shares - 1) > two_sigma then
+        beyond[#beyond + 1] = g.name .. (f == "self_us" and " (self)" or "")
+      end
+      row[#row + 1] = ("%10.1f %10.1f %7.3f %8.3f %5.1f%%"):format(e[f] / 1000, s[f] / 1000,
+        s[f] / e[f], shares, 100 * two_sigma)
     end
     print(table.concat(row, "   "))
   end
   print(("  largest share error: %.1f%% inclusive, %.1f%% self (target: 10%%)")
     :format(100 * worst.cpu_us, 100 * worst.self_us))
+  print(("  beyond twice the sampling error: %s"):format(#beyond > 0 and table.concat(beyond, ", ") or "none"))
 end
 
 compare("groups, editor workload", edit, SECONDS)
 compare("groups, loops of arithmetic", loops, SECONDS / 2)
-print("  ratio = sampled / exact; shares = the ratio of the group's shares of all groups' time")
+print("  ratio = sampled / exact; shares = the ratio of the group's shares of all groups' time;")
+print("  2σ = twice the relative standard error of n samples for the group's share of the CPU time")
 
 ----------------------------------------------------------------------------
 -- 2. Alerts
