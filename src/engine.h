@@ -14,7 +14,8 @@
 ** (hook.c), environments, chunks, prototypes and upvalues (group.c).  The
 ** adapter's allocator wrapper (watch.c) drops an entry the moment Lua
 ** frees its key, so that an address reused by a new object never inherits
-** the old object's groups.
+** the old object's groups; one filter of both maps' keys (`keyed`) tells
+** it which frees to look up.
 */
 #ifndef PM_ENGINE_H
 #define PM_ENGINE_H
@@ -65,6 +66,7 @@ struct pm_Engine {
   size_t bytes; /* perfmon's own records (pm_alloc), beside the maps' */
   pm_Map fns; /* a function -> its PM_FN_* value */
   pm_Map known; /* threads, environments, chunks, upvalues */
+  pm_MapFilter keyed; /* the keys of both, for the allocator wrapper */
   int count_allocs; /* the memory probe is held: allocs counts */
   pm_Allocs allocs; /* every allocation counted, monotonic (watch.c) */
 
@@ -152,6 +154,8 @@ struct pm_Engine {
 static inline void pm_engine_init (pm_Engine *E, pm_Allocf f, void *ud) {
   E->falloc = f;
   E->fud = ud;
+  pm_map_share(&E->fns, &E->keyed);
+  pm_map_share(&E->known, &E->keyed);
   E->iter = 1;
   E->period = 1;
   E->root.base = &E->root;

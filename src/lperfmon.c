@@ -537,8 +537,9 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "hook_lost");
   lua_pushinteger(L, S->e.ngroups - S->e.ndead);
   lua_setfield(L, -2, "groups");
-  lua_pushinteger(L, (lua_Integer)(S->e.bytes + pm_map_bytes(&S->e.fns) +
-                                   pm_map_bytes(&S->e.known)));
+  lua_pushinteger(L,
+                  (lua_Integer)(S->e.bytes + pm_map_bytes(&S->e.fns) +
+                                pm_map_bytes(&S->e.known) + S->e.keyed.size));
   lua_setfield(L, -2, "bytes");
   lua_pushinteger(L, pm_hook_capacity(S));
   lua_setfield(L, -2, "shadow_capacity");

@@ -19,34 +19,34 @@ uintptr_t pm_map_probe (const pm_Map *m, const void *key) {
   return m->e[i].key == key ? m->e[i].val : 0;
 }
 
-static void filter_set (pm_Map *m, const void *key) {
-  size_t b = pm_map_bit(m, key);
-  m->bits[b >> 3] |= (unsigned char)(1u << (b & 7));
-}
+/*
+** {======================================================
+** The shared filter
+** =======================================================
+*/
 
-static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
-  size_t i = find(m, key);
-  m->e[i].key = key;
-  m->e[i].val = val;
-  m->count++;
-  filter_set(m, key);
-}
-
-/* Makes the filter again from the keys there are. */
-static void filter_make (pm_Map *m) {
-  size_t i;
-  if (m->e == NULL)
+static void filter_set (pm_MapFilter *f, const void *key) {
+  size_t b;
+  if (f == NULL || f->size == 0)
     return;
-  memset(m->bits, 0, m->mask + 1);
-  for (i = 0; i <= m->mask; i++)
-    if (m->e[i].key != NULL)
-      filter_set(m, m->e[i].key);
-  m->dels = 0;
+  b = (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >> f->shift);
+  f->bits[b >> 3] |= (unsigned char)(1u << (b & 7));
 }
 
-/* The entries and the filter, in one block. */
-static size_t block_size (size_t cap) {
-  return cap * (sizeof(pm_MapEntry) + 1);
+/* Makes the filter again from the keys its maps hold. */
+static void filter_make (pm_MapFilter *f) {
+  size_t i;
+  int k;
+  if (f->size == 0)
+    return;
+  memset(f->bits, 0, f->size);
+  for (k = 0; k < f->nmaps; k++) {
+    const pm_Map *m = f->maps[k];
+    for (i = 0; m->e != NULL && i <= m->mask; i++)
+      if (m->e[i].key != NULL)
+        filter_set(f, m->e[i].key);
+  }
+  f->dels = 0;
 }
 
 static unsigned log2_of (size_t cap) {
@@ -54,6 +54,45 @@ static unsigned log2_of (size_t cap) {
   while (((size_t)1 << n) < cap)
     n++;
   return n;
+}
+
+/* Sizes f for its maps' slots and `extra` more, and makes it again; 0 when
+** memory ran out (f stays as it was, which still holds every key: a
+** smaller filter only lets more frees through). */
+static int filter_fit (pm_MapFilter *f, size_t extra, pm_Allocf fa, void *ud) {
+  size_t slots = extra, size = 0;
+  unsigned char *bits = NULL;
+  int k;
+  for (k = 0; k < f->nmaps; k++)
+    if (f->maps[k]->e != NULL)
+      slots += f->maps[k]->mask + 1;
+  if (slots > 0)
+    size = (size_t)1 << log2_of(slots);
+  if (size == f->size)
+    return 1;
+  if (size > 0 && (bits = fa(ud, NULL, 0, size)) == NULL)
+    return 0;
+  if (f->bits != NULL)
+    fa(ud, f->bits, f->size, 0);
+  f->bits = bits;
+  f->size = size;
+  f->shift = 64 - log2_of(size * 8);
+  filter_make(f);
+  return 1;
+}
+
+/* }====================================================== */
+
+static void insert_new (pm_Map *m, const void *key, uintptr_t val) {
+  size_t i = find(m, key);
+  m->e[i].key = key;
+  m->e[i].val = val;
+  m->count++;
+  filter_set(m->filter, key);
+}
+
+static size_t block_size (size_t cap) {
+  return cap * sizeof(pm_MapEntry);
 }
 
 static int resize (pm_Map *m, size_t cap, pm_Allocf f, void *ud) {
@@ -66,12 +105,9 @@ static int resize (pm_Map *m, size_t cap, pm_Allocf f, void *ud) {
   for (i = 0; i < cap; i++)
     e[i].key = NULL;
   m->e = e;
-  m->bits = (unsigned char *)(e + cap);
-  memset(m->bits, 0, cap);
   m->mask = cap - 1;
   m->shift = 64 - log2_of(cap);
   m->count = 0;
-  m->dels = 0;
   for (i = 0; i < oldcap; i++)
     if (old[i].key != NULL)
       insert_new(m, old[i].key, old[i].val);
@@ -90,9 +126,15 @@ int pm_map_put (pm_Map *m, const void *key, uintptr_t val, pm_Allocf f,
     }
   }
   /* keep the load under 1/2 so that probes stay short */
-  if (m->e == NULL || (m->count + 1) * 2 > m->mask + 1)
-    if (!resize(m, m->e ? (m->mask + 1) * 2 : 64, f, ud))
+  if (m->e == NULL || (m->count + 1) * 2 > m->mask + 1) {
+    size_t oldcap = m->e ? m->mask + 1 : 0, cap = oldcap ? 2 * oldcap : 64;
+    /* the filter first: a key may go in only where a filter has its bit */
+    if (m->filter != NULL && !filter_fit(m->filter, cap - oldcap, f, ud) &&
+        m->filter->size == 0)
       return 0;
+    if (!resize(m, cap, f, ud))
+      return 0;
+  }
   insert_new(m, key, val);
   return 1;
 }
@@ -126,8 +168,8 @@ uintptr_t pm_map_del (pm_Map *m, const void *key) {
     return 0;
   v = m->e[i].val;
   remove_at(m, i);
-  if (++m->dels > (m->mask + 1) / 2)
-    filter_make(m);
+  if (m->filter != NULL && ++m->filter->dels > m->filter->size / 2)
+    filter_make(m->filter);
   return v;
 }
 
@@ -144,8 +186,9 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
     else
       i++;
   }
-  if (m->count != count) /* a walk that drops nothing keeps the filter */
-    filter_make(m);
+  /* a walk that drops nothing keeps the filter */
+  if (m->count != count && m->filter != NULL)
+    filter_make(m->filter);
 }
 
 void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud) {
@@ -154,17 +197,19 @@ void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud) {
     return;
   while (cap < m->count * 4)
     cap *= 2;
-  resize(m, cap, f, ud); /* when memory runs out, m stays as it was */
+  /* when memory runs out, m and its filter stay as they were */
+  if (resize(m, cap, f, ud) && m->filter != NULL)
+    filter_fit(m->filter, 0, f, ud);
 }
 
 void pm_map_free (pm_Map *m, pm_Allocf f, void *ud) {
   if (m->e)
     f(ud, m->e, block_size(m->mask + 1), 0);
   m->e = NULL;
-  m->bits = NULL;
   m->mask = 0;
   m->count = 0;
-  m->dels = 0;
+  if (m->filter != NULL)
+    filter_fit(m->filter, 0, f, ud); /* with no map left: freed */
 }
 
 size_t pm_map_bytes (const pm_Map *m) {

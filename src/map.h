@@ -7,12 +7,13 @@
 ** one it wraps, called directly, so growing the map never runs the garbage
 ** collector.  A failed growth leaves the map as it was.
 **
-** Beside the entries, a filter of 8 bits a slot says which keys the map
-** may hold: the allocator wrapper asks it at every free, most of which are
-** of blocks the map never held, and the filter's byte is likelier in the
-** cache than the entry's line.  A key sets its bit; deletions leave bits
-** set (others may share them) until the filter is made again from the
-** keys, once as many keys were deleted as half the slots.
+** Maps may share a filter (pm_MapFilter) of 8 bits for each of their
+** slots, which says which keys any of them may hold: the allocator wrapper
+** asks it at every free, most of which are of blocks no map ever held, in
+** one test however many maps there are, and the filter's byte is likelier
+** in the cache than an entry's line.  A key sets its bit; deletions leave
+** bits set (others may share them) until the filter is made again from the
+** keys, once as many keys were deleted as half its bytes.
 */
 #ifndef PM_MAP_H
 #define PM_MAP_H
@@ -28,14 +29,24 @@ typedef struct pm_MapEntry {
   uintptr_t val;
 } pm_MapEntry;
 
-typedef struct pm_Map {
+typedef struct pm_Map pm_Map;
+
+typedef struct pm_MapFilter {
+  unsigned char *bits; /* size bytes, or NULL */
+  size_t size; /* a power of 2, at least its maps' slots in all; or 0 */
+  size_t dels; /* deletions from its maps since it was made */
+  unsigned shift; /* 64 - log2(size * 8) */
+  int nmaps;
+  pm_Map *maps[2];
+} pm_MapFilter;
+
+struct pm_Map {
   pm_MapEntry *e; /* key and value side by side: a hit reads one line */
-  unsigned char *bits; /* the filter: capacity bytes, after the entries */
   size_t mask; /* capacity - 1; capacity is a power of 2, or 0 */
   size_t count;
-  size_t dels; /* deletions since the filter was made */
   unsigned shift; /* 64 - log2(capacity) */
-} pm_Map;
+  pm_MapFilter *filter; /* the filter its keys are in, or NULL */
+};
 
 /* Fibonacci hashing: the top bits of the product depend on every bit of
 ** the address, so the alignment zeros at the bottom do no harm. */
@@ -43,20 +54,13 @@ static inline size_t pm_map_slot (const pm_Map *m, const void *key) {
   return (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >> m->shift);
 }
 
-/* The filter's bit for key: the product's top bits, 3 more than the
-** slot's. */
-static inline size_t pm_map_bit (const pm_Map *m, const void *key) {
-  return (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >>
-                  (m->shift - 3));
-}
-
-/* 0 when key is surely absent; 1 when it may be there. */
-static inline int pm_map_may_hold (const pm_Map *m, const void *key) {
+/* 0 when no map of f holds key; 1 when one may. */
+static inline int pm_map_may_hold (const pm_MapFilter *f, const void *key) {
   size_t b;
-  if (m->count == 0)
+  if (f->size == 0)
     return 0;
-  b = pm_map_bit(m, key);
-  return (m->bits[b >> 3] >> (b & 7)) & 1;
+  b = (size_t)(((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u) >> f->shift);
+  return (f->bits[b >> 3] >> (b & 7)) & 1;
 }
 
 /* Whether key's home slot settles its lookup: it holds key (*v is its
@@ -83,6 +87,11 @@ static inline uintptr_t pm_map_get (const pm_Map *m, const void *key) {
   uintptr_t v;
   return pm_map_home(m, key, &v) ? v : pm_map_probe(m, key);
 }
+/* Puts the keys of m, empty, in filter f (at most two maps a filter). */
+static inline void pm_map_share (pm_Map *m, pm_MapFilter *f) {
+  m->filter = f;
+  f->maps[f->nmaps++] = m;
+}
 /* Inserts or replaces; returns 0 when memory ran out. */
 int pm_map_put (pm_Map *m, const void *key, uintptr_t val, pm_Allocf f,
                 void *ud);
@@ -95,6 +104,6 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
 ** allocator, only where a long pause is the caller's own (a sweep). */
 void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud);
 void pm_map_free (pm_Map *m, pm_Allocf f, void *ud);
-size_t pm_map_bytes (const pm_Map *m);
+size_t pm_map_bytes (const pm_Map *m); /* its entries (a filter: its size) */
 
 #endif

@@ -18,16 +18,14 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
   }
 }
 
-/* The free of a block whose filter bit is set in either map: perfmon may
-** have keyed it.  Out of line, so that every other call goes straight on
-** to the host's allocator without saving a register.  A function's entry
-** was all there was of it. */
+/* The free of a block that the maps' filter says perfmon may have keyed:
+** out of line, so that every other call goes straight on to the host's
+** allocator without saving a register.  A function's entry was all there
+** was of it. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
   uintptr_t v;
-  if (pm_map_may_hold(&S->e.fns, ptr))
-    pm_map_del(&S->e.fns, ptr);
-  if (pm_map_may_hold(&S->e.known, ptr) &&
-      (v = pm_map_get(&S->e.known, ptr)) != 0)
+  pm_map_del(&S->e.fns, ptr);
+  if ((v = pm_map_get(&S->e.known, ptr)) != 0)
     forget(S, ptr, v);
   return S->e.falloc(S->e.fud, ptr, osize, 0);
 }
@@ -47,8 +45,7 @@ static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
 
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL &&
-      (pm_map_may_hold(&S->e.known, ptr) || pm_map_may_hold(&S->e.fns, ptr)))
+  if (nsize == 0 && ptr != NULL && pm_map_may_hold(&S->e.keyed, ptr))
     return watch_free(S, ptr, osize);
   if (PM_UNLIKELY(S->e.count_allocs) && nsize != 0)
     return counted_alloc(S, ptr, osize, nsize);

@@ -616,35 +616,61 @@ static int drop_third (uintptr_t val, void *arg) {
   return (val - 1) % 3 == 0; /* val is i + 1 */
 }
 
-/* The map's filter (pm_map_may_hold) never says a key it holds is
-** absent: after inserts, growth, deletions past the remake and a filter;
-** and it keeps most absent keys off the map. */
+/* The maps' filter (pm_map_may_hold) never says a key one of them holds
+** is absent: after inserts, growth, deletions past the remake, a filter
+** walk, a shrink and one map's end; and it keeps most absent keys off the
+** maps. */
 static void test_map_filter (void) {
-  static char keys[4000];
-  pm_Map m;
+  static char keys[6000];
+  pm_Map m, n;
+  pm_MapFilter f;
   int i, ok = 1, absent_hits = 0;
   memset(&m, 0, sizeof(m));
-  CHECK(!pm_map_may_hold(&m, &keys[0]));
+  memset(&n, 0, sizeof(n));
+  memset(&f, 0, sizeof(f));
+  pm_map_share(&m, &f);
+  pm_map_share(&n, &f);
+  CHECK(!pm_map_may_hold(&f, &keys[0]));
   for (i = 0; i < 2000; i++)
     CHECK(pm_map_put(&m, &keys[i], (uintptr_t)i + 1, E.falloc, E.fud));
+  for (i = 4000; i < 5000; i++)
+    CHECK(pm_map_put(&n, &keys[i], (uintptr_t)i + 1, E.falloc, E.fud));
   for (i = 0; i < 2000; i++)
-    ok &= pm_map_may_hold(&m, &keys[i]);
+    ok &= pm_map_may_hold(&f, &keys[i]);
+  for (i = 4000; i < 5000; i++)
+    ok &= pm_map_may_hold(&f, &keys[i]);
   CHECK(ok);
   for (i = 2000; i < 4000; i++)
-    absent_hits += pm_map_may_hold(&m, &keys[i]);
+    absent_hits += pm_map_may_hold(&f, &keys[i]);
   CHECK(absent_hits < 400); /* 8 bits a slot, under half full: ~6% */
-  for (i = 0; i < 2000; i += 2) /* past half the slots: made again */
+  for (i = 0; i < 2000; i += 2) /* past half the bytes: made again */
     CHECK(pm_map_del(&m, &keys[i]) == (uintptr_t)i + 1);
+  for (i = 4000; i < 5000; i += 2)
+    CHECK(pm_map_del(&n, &keys[i]) == (uintptr_t)i + 1);
   for (i = 1; i < 2000; i += 2)
-    ok &= pm_map_may_hold(&m, &keys[i]) &&
+    ok &= pm_map_may_hold(&f, &keys[i]) &&
           pm_map_get(&m, &keys[i]) == (uintptr_t)i + 1;
+  for (i = 4001; i < 5000; i += 2)
+    ok &= pm_map_may_hold(&f, &keys[i]);
   CHECK(ok);
   pm_map_filter(&m, drop_third, NULL);
   for (i = 1; i < 2000; i += 2)
-    ok &= (i % 3 == 0) || pm_map_may_hold(&m, &keys[i]);
+    ok &= (i % 3 == 0) || pm_map_may_hold(&f, &keys[i]);
+  for (i = 4001; i < 5000; i += 2)
+    ok &= pm_map_may_hold(&f, &keys[i]);
+  CHECK(ok);
+  for (i = 1; i < 2000; i += 2) /* m under 1/8 full: it and f shrink */
+    pm_map_del(&m, &keys[i]);
+  pm_map_shrink(&m, E.falloc, E.fud);
+  for (i = 4001; i < 5000; i += 2)
+    ok &= pm_map_may_hold(&f, &keys[i]);
   CHECK(ok);
   pm_map_free(&m, E.falloc, E.fud);
-  CHECK(!pm_map_may_hold(&m, &keys[1]));
+  for (i = 4001; i < 5000; i += 2)
+    ok &= pm_map_may_hold(&f, &keys[i]);
+  CHECK(ok);
+  pm_map_free(&n, E.falloc, E.fud);
+  CHECK(f.size == 0 && f.bits == NULL && !pm_map_may_hold(&f, &keys[4001]));
 }
 
 /* }====================================================== */
