@@ -10,6 +10,8 @@
 --    shares of the groups' total are compared too; and the same for
 --    plugins that make few calls (loops of arithmetic, one of them in a
 --    coroutine), where the exact figures are the truth.
+--    Then the truth with no monitor: each plugin run alone, timed with
+--    os.clock against the host's loop with no plugin.
 -- 2. Alerts: a plugin janking JANK_MS in every other event beside one that
 --    never reaches 32 ms (up to QUICK_MS), under a sampled watcher whose
 --    jank threshold is THRESHOLD_MS: the share of the janks alerted, and
@@ -124,9 +126,67 @@ local function compare(title, w, seconds)
   print(("  largest share error: %.1f%% inclusive, %.1f%% self (target: 10%%)")
     :format(100 * worst.cpu_us, 100 * worst.self_us))
   print(("  beyond twice the sampling error: %s"):format(#beyond > 0 and table.concat(beyond, ", ") or "none"))
+  return exact, sampled
 end
 
-compare("groups, editor workload", edit, SECONDS)
+-- The truth with no monitor at all: each plugin's inclusive time is the
+-- run with only its on_key against the run with none (the host's loop
+-- alone), the fastest of REPS runs of each.  The shared library is called
+-- from the plugins and has no run of its own.  Against it, each plugin's
+-- share of the plugins' time by each mode: the exact mode's hook runs
+-- inside the groups (the more calls, the more), the sampled mode's
+-- samples do not.  A plugin alone is not quite a plugin among the others
+-- (the collector's work, the caches), and a small one's few milliseconds
+-- carry the timer's noise: a figure to read beside the two modes'.
+local REPS = 7
+
+local function timed_run(w)
+  collectgarbage("collect")
+  local t0 = os.clock()
+  w.run(function(f, ...) return f(...) end)
+  return os.clock() - t0
+end
+
+local function truth(w, exact, sampled)
+  local keys, stubs = {}, {}
+  for i, env in ipairs(w.plugins) do
+    keys[i] = env.on_key
+    stubs[i] = function() return 0 end
+  end
+  local function only(k) -- k: one plugin's index, or none
+    for i, env in ipairs(w.plugins) do env.on_key = i == k and keys[i] or stubs[i] end
+  end
+  local best = {}
+  for _ = 1, REPS do
+    for k = 0, #w.plugins do
+      only(k)
+      local t = timed_run(w)
+      best[k] = math.min(best[k] or math.huge, t)
+    end
+  end
+  only(nil)
+  for i, env in ipairs(w.plugins) do env.on_key = keys[i] end
+  local rows, sums = {}, { truth = 0, exact = 0, sampled = 0 }
+  for i = 1, #w.plugins do
+    local g = w.groups[i + 1]
+    local r = { name = exact.groups[g.id].name, truth = math.max(best[i] - best[0], 0) * 1e6,
+      exact = exact.groups[g.id].cpu_us, sampled = (sampled.groups[g.id] or { cpu_us = 0 }).cpu_us }
+    for f in pairs(sums) do sums[f] = sums[f] + r[f] end
+    rows[#rows + 1] = r
+  end
+  print(("truth, editor workload: each plugin's inclusive time alone with no monitor, the fastest of %d runs,"):format(REPS))
+  print(("  less the host's loop alone (%.1f ms a run); shares of the plugins' time, mode / truth"):format(best[0] * 1000))
+  print(("%-12s %10s %8s %8s %8s"):format("group", "truth ms", "share", "exact", "sampled"))
+  table.sort(rows, function(a, b) return a.name < b.name end)
+  for _, r in ipairs(rows) do
+    local share = r.truth / sums.truth
+    print(("%-12s %10.2f %7.1f%% %8.3f %8.3f"):format(r.name, r.truth / 1000, 100 * share,
+      (r.exact / sums.exact) / share, (r.sampled / sums.sampled) / share))
+  end
+end
+
+local edit_exact, edit_sampled = compare("groups, editor workload", edit, SECONDS)
+truth(edit, edit_exact, edit_sampled)
 compare("groups, loops of arithmetic", loops, SECONDS / 2)
 print("  ratio = sampled / exact; shares = the ratio of the group's shares of all groups' time;")
 print("  2σ = twice the relative standard error of n samples for the group's share of the CPU time")

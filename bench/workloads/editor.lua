@@ -205,6 +205,7 @@ return {
     end
     return {
       groups = groups,
+      plugins = plugins, -- their environments: on_key, for bench/sampled.lua
       run = function(drive)
         for _, env in ipairs(plugins) do
           if env.start then env.start() end
