@@ -643,7 +643,7 @@ static void test_map_filter (void) {
   for (i = 2000; i < 4000; i++)
     absent_hits += pm_map_may_hold(&f, &keys[i]);
   CHECK(absent_hits < 400); /* 8 bits a slot, under half full: ~6% */
-  for (i = 0; i < 2000; i += 2) /* past half the bytes: made again */
+  for (i = 0; i < 2000; i += 2) /* short of the remake (map_filter_churn) */
     CHECK(pm_map_del(&m, &keys[i]) == (uintptr_t)i + 1);
   for (i = 4000; i < 5000; i += 2)
     CHECK(pm_map_del(&n, &keys[i]) == (uintptr_t)i + 1);
@@ -673,6 +673,112 @@ static void test_map_filter (void) {
   CHECK(f.size == 0 && f.bits == NULL && !pm_map_may_hold(&f, &keys[4001]));
 }
 
+/* Whether f may hold every key that m or n holds. */
+static int filter_holds (const pm_Map *m, const pm_Map *n,
+                         const pm_MapFilter *f) {
+  const pm_Map *maps[2];
+  size_t i;
+  int k;
+  maps[0] = m;
+  maps[1] = n;
+  for (k = 0; k < 2; k++)
+    for (i = 0; maps[k]->e != NULL && i <= maps[k]->mask; i++)
+      if (maps[k]->e[i].key != NULL && !pm_map_may_hold(f, maps[k]->e[i].key))
+        return 0;
+  return 1;
+}
+
+/* A filter whose allocation fails keeps its size and every key: at a
+** map's growth (the map grows or not, as its own allocation goes), at a
+** shrink and at the other map's end; a first put with no filter to put
+** the key in fails. */
+static void test_map_filter_memory (void) {
+  static char keys[3000];
+  pm_Map m, n;
+  pm_MapFilter f;
+  size_t size;
+  int i;
+  memset(&m, 0, sizeof(m));
+  memset(&n, 0, sizeof(n));
+  memset(&f, 0, sizeof(f));
+  pm_map_share(&m, &f);
+  pm_map_share(&n, &f);
+  fail_next = 1; /* the filter, made first */
+  CHECK(!pm_map_put(&m, &keys[0], 1, E.falloc, E.fud));
+  CHECK(m.e == NULL && f.size == 0 && !pm_map_may_hold(&f, &keys[0]));
+  for (i = 0; i < 32; i++)
+    CHECK(pm_map_put(&m, &keys[i], 1, E.falloc, E.fud));
+  CHECK(f.size == 64);
+  fail_next = 1; /* the filter's growth: the map grows alone */
+  CHECK(pm_map_put(&m, &keys[32], 1, E.falloc, E.fud));
+  CHECK(fail_next == 0 && m.mask + 1 == 128 && f.size == 64);
+  CHECK(filter_holds(&m, &n, &f));
+  fail_next = 1; /* the other map's first entries, the filter as it was */
+  CHECK(pm_map_put(&n, &keys[2000], 1, E.falloc, E.fud));
+  CHECK(fail_next == 0 && f.size == 64 && filter_holds(&m, &n, &f));
+  for (i = 33; i < 64; i++)
+    CHECK(pm_map_put(&m, &keys[i], 1, E.falloc, E.fud));
+  fail_next = 2; /* the filter grows, the map does not: nothing put */
+  CHECK(!pm_map_put(&m, &keys[64], 1, E.falloc, E.fud));
+  CHECK(fail_next == 0 && m.mask + 1 == 128 && f.size == 512);
+  CHECK(pm_map_get(&m, &keys[64]) == 0 && filter_holds(&m, &n, &f));
+  for (i = 64; i < 1000; i++)
+    CHECK(pm_map_put(&m, &keys[i], 1, E.falloc, E.fud));
+  for (i = 0; i < 1000; i++) /* m under 1/8 full */
+    if (i % 16 != 0)
+      pm_map_del(&m, &keys[i]);
+  size = f.size;
+  fail_next = 2; /* the map shrinks, its filter cannot */
+  pm_map_shrink(&m, E.falloc, E.fud);
+  CHECK(fail_next == 0 && m.mask + 1 == 256 && f.size == size);
+  CHECK(filter_holds(&m, &n, &f));
+  fail_next = 1; /* n's end: the filter cannot shrink to m's */
+  pm_map_free(&n, E.falloc, E.fud);
+  CHECK(fail_next == 0 && f.size == size && filter_holds(&m, &n, &f));
+  pm_map_free(&m, E.falloc, E.fud);
+  CHECK(f.size == 0 && f.bits == NULL);
+}
+
+/* Deletions past half the filter's bytes make it again from the keys:
+** deleted keys' bits go, held keys' stay. */
+static void test_map_filter_churn (void) {
+  static char keys[3000];
+  pm_Map m, n;
+  pm_MapFilter f;
+  int i, round, ok = 1, absent_hits = 0;
+  memset(&m, 0, sizeof(m));
+  memset(&n, 0, sizeof(n));
+  memset(&f, 0, sizeof(f));
+  pm_map_share(&m, &f);
+  pm_map_share(&n, &f);
+  for (i = 0; i < 1000; i++)
+    CHECK(pm_map_put(&m, &keys[i], 1, E.falloc, E.fud));
+  for (i = 2000; i < 2500; i++)
+    CHECK(pm_map_put(&n, &keys[i], 1, E.falloc, E.fud));
+  CHECK(f.size == 4096); /* 2048 + 1024 slots */
+  for (round = 0; round < 4; round++) { /* 4000 deletions: made again */
+    for (i = 0; i < 1000; i++)
+      CHECK(pm_map_del(&m, &keys[i]) == 1);
+    ok &= filter_holds(&m, &n, &f);
+    for (i = 0; i < 1000; i++)
+      CHECK(pm_map_put(&m, &keys[i], 1, E.falloc, E.fud));
+    ok &= filter_holds(&m, &n, &f);
+  }
+  CHECK(ok && f.dels < 4000);
+  for (i = 0; i < 1000; i++)
+    pm_map_del(&m, &keys[i]);
+  for (i = 0; i < 4096; i++) /* past the remake again: m's bits go */
+    CHECK(pm_map_put(&m, &keys[2999], 1, E.falloc, E.fud) &&
+          pm_map_del(&m, &keys[2999]) == 1);
+  CHECK(filter_holds(&m, &n, &f));
+  for (i = 0; i < 1000; i++)
+    absent_hits += pm_map_may_hold(&f, &keys[i]);
+  CHECK(absent_hits < 100); /* n's 500 keys in 32768 bits: ~2% */
+  pm_map_free(&m, E.falloc, E.fud);
+  pm_map_free(&n, E.falloc, E.fud);
+  CHECK(f.size == 0);
+}
+
 /* }====================================================== */
 
 int main (void) {
@@ -693,6 +799,8 @@ int main (void) {
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"samples", test_samples},
       {"map_filter", test_map_filter},
+      {"map_filter_memory", test_map_filter_memory},
+      {"map_filter_churn", test_map_filter_churn},
   };
   return run_tests(tests, sizeof(tests) / sizeof(tests[0]));
 }
