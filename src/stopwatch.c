@@ -95,7 +95,10 @@ static void cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
 ** long as a short event: the events in it keep their cycles until the next
 ** read.  A window that holds no group's cycles (a sampled monitor's, or
 ** events that ran no group) shares its CPU time with no group, so it stays
-** open as long as a change of group would leave it, PM_CUT_US.  Totals stay
+** open as long as a change of group would leave it, PM_CUT_US; but a group
+** that starts in it would share that time, and what was off the CPU in it
+** unmarked (a host's wait for input between events), so the first change
+** of group once it is PM_WINDOW_US old ends it (window_hold).  Totals stay
 ** exact.  What a short event cannot know at its end is its own CPU time,
 ** and it needs none: an event that short reaches no histogram bucket (the
 ** first is 1 ms, PM_CUT_US at most), and as the limit is kept under the
@@ -105,8 +108,9 @@ static void cputime_delta (const pm_CpuTime *from, const pm_CpuTime *to,
 #define PM_CUT_US 1000.0
 #define PM_TOUCHED_MAX 64 /* groups a period outside events lists (change) */
 
-static double window_limit_us (pm_Engine *E) {
-  double us = E->windowed != NULL ? PM_WINDOW_US : PM_CUT_US;
+/* The age up to which an event boundary leaves a window open: us, or the
+** watcher's jank threshold if lower. */
+static double window_limit_us (pm_Engine *E, double us) {
   if (E->watching && E->jank_threshold > 0 && E->jank_threshold < us)
     return E->jank_threshold;
   return us;
@@ -118,7 +122,9 @@ static double window_limit_us (pm_Engine *E) {
 static int window_young (pm_Engine *E, uint64_t now) {
   return E->cycles_per_us > 0 && now >= E->window_cycles &&
          (double)(now - E->window_cycles) <
-             window_limit_us(E) * E->cycles_per_us &&
+             window_limit_us(E,
+                             E->windowed != NULL ? PM_WINDOW_US : PM_CUT_US) *
+                 E->cycles_per_us &&
          E->window_thread == pm_os_thread();
 }
 
@@ -142,6 +148,16 @@ static void window_set_limit (pm_Engine *E) {
   E->window_limit = HAS(E, PM_PROBE_JANK)
                         ? (uint64_t)(PM_CUT_US * E->cycles_per_us)
                         : UINT64_MAX;
+}
+
+/* A window an event boundary left open with no group's cycles in it:
+** the first change of group once it is as old as one holding groups'
+** could be left ends it (change_due), unless groups joined it before. */
+static void window_hold (pm_Engine *E) {
+  uint64_t limit =
+      (uint64_t)(window_limit_us(E, PM_WINDOW_US) * E->cycles_per_us);
+  if (HAS(E, PM_PROBE_JANK) && limit < E->window_limit)
+    E->window_limit = limit;
 }
 
 /* Measures the counter's rate since monitoring began, for window_young;
@@ -366,16 +382,21 @@ static void commit (pm_Engine *E, int kind);
 static void sample_mark (pm_Engine *E);
 static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle);
 
-/* A change past the window's limit ends the window there.  Outside events
+/* A change past the window's limit ends the window there; past a held
+** window's (window_hold), only if no group joined it: one that did runs
+** on to PM_CUT_US, as any window holding groups.  Outside events
 ** a period ends only at a snapshot, and a window's end walks every group
 ** the period touched: a host that runs many groups between snapshots
 ** would pay for all of them at each window.  So there the window's end
 ** commits the period once the list is long, as a snapshot would. */
 static PM_NOINLINE void change_due (pm_Engine *E, uint64_t now) {
   flush(E);
-  if (E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop])
+  if (E->ntouched > PM_TOUCHED_MAX && !E->in_event[E->loop]) {
     commit(E, COMMIT_EXACT);
-  else
+    return;
+  }
+  window_set_limit(E);
+  if (E->windowed == NULL || now - E->window_cycles >= E->window_limit)
     window_close(E, now);
 }
 
@@ -526,6 +547,8 @@ static void commit (pm_Engine *E, int kind) {
   flush(E);
   if (kind == COMMIT_EXACT || !window_young(E, now))
     window_close(E, now);
+  else if (E->windowed == NULL)
+    window_hold(E);
   per_cycle = E->cpu_per_cycle;
   if (per_cycle * E->cycles_per_us > 1)
     per_cycle = 1 / E->cycles_per_us;

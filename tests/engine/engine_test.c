@@ -238,6 +238,46 @@ static void test_open_window (void) {
   unmonitor(JANK);
 }
 
+/* The host's wait for input between events, off the CPU and unmarked,
+** is no group's: a window older than 250 µs at the next event's beginning
+** ends there, though it holds no group's cycles, or the event's groups
+** would share their CPU time with the wait (A's 1.2 ms, over 1.8 ms of
+** cycles: 800 µs, under the histogram's first bucket). */
+static void test_idle_before_event (void) {
+  pm_Group *a;
+  const pm_Set *sa;
+  uint64_t window;
+  monitor(JANK);
+  a = group("A");
+  sa = set_of(&table_a, a, NULL);
+  fake_advance(2000, 2000);
+  pm_sw_snapshot(&E); /* the counter's rate known, the window closed */
+  fake_advance(600, 0); /* waiting for input */
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(1200, 1200);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  NEAR(a->total.event_us, 1200);
+  CHECK(a->total.durations[0] == 1);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 1200);
+  /* A joins a held window younger than 250 µs: it runs on to 1 ms, as
+  ** one that began with A would (no read at A's return), and A shares it
+  ** with the 100 µs wait */
+  fake_advance(100, 0);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(300, 300);
+  window = E.window;
+  ret();
+  CHECK(E.window == window);
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(E.window == window + 1);
+  NEAR(a->total.event_us, 1200 + 300 * 300.0 / 400);
+  unmonitor(JANK);
+}
+
 /* A nested event loop cancels every measure under way: A, which spun it,
 ** is charged what it ran before, not the loop's events nor what it runs
 ** after (its stopwatch is stale).  B, which ran in the nested loop's
@@ -787,6 +827,7 @@ int main (void) {
       {"recursion", test_recursion},
       {"window_shares", test_window_shares},
       {"open_window", test_open_window},
+      {"idle_before_event", test_idle_before_event},
       {"nested_loop", test_nested_loop},
       {"blocking", test_blocking},
       {"cpu_migration", test_cpu_migration},
