@@ -104,6 +104,7 @@ void pm_map_filter (pm_Map *m, int (*drop)(uintptr_t val, void *arg),
 ** allocator, only where a long pause is the caller's own (a sweep). */
 void pm_map_shrink (pm_Map *m, pm_Allocf f, void *ud);
 void pm_map_free (pm_Map *m, pm_Allocf f, void *ud);
-size_t pm_map_bytes (const pm_Map *m); /* its entries (a filter: its size) */
+/* The bytes of m's entries; a filter's are its size. */
+size_t pm_map_bytes (const pm_Map *m);
 
 #endif
