@@ -205,7 +205,7 @@ return {
     end
     return {
       groups = groups,
-      plugins = plugins, -- their environments: on_key, for bench/sampled.lua
+      plugins = plugins, -- their environments (plugins[i] is groups[i + 1]'s): bench/sampled.lua
       run = function(drive)
         for _, env in ipairs(plugins) do
           if env.start then env.start() end
