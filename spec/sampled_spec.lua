@@ -177,18 +177,19 @@ describe("a sampled monitor", function()
     local ginner, inner = plugin("inner", "return function(ms) local us = burn(ms) return us end")
     local gdialog, dialog = plugin("dialog", [[
       local inner, used, perfmon = ...
-      return function()
-        used.own = used.own + burn(3)
+      return function(k)
+        used.own = used.own + burn(2 + k % 5 * 0.45)
         perfmon.nested_loop(function()
           for i = 1, 10 do
-            perfmon.event(function() used.inner = used.inner + inner(2 + i % 3) end)
+            perfmon.event(function() used.inner = used.inner + inner(2 + (i + k) % 3 + k % 7 * 0.13) end)
           end
         end)
         used.own = used.own + burn(3)
       end]], inner, used, perfmon)
     local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
     local before = mon:snapshot()
-    for _ = 1, 12 do perfmon.event(dialog) end
+    -- lengths that drift against the scheduler tick, as above
+    for k = 1, 12 do perfmon.event(function() dialog(k) end) end
     local d = mon:snapshot():subtract(before)
     assert_near(stats(d, ginner).cpu_us, used.inner, "inner, in the nested loop")
     assert_near(stats(d, gdialog).cpu_us, used.own, "dialog, which spun it")
