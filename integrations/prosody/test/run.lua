@@ -3,6 +3,7 @@
 --
 --   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR
 --   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR cost [PAIRS]
+--   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR instructions
 --
 -- Starts a throwaway Prosody in the foreground on 127.0.0.1 (free high
 -- ports, its own config and data in a temporary directory, no TLS) with
@@ -29,14 +30,16 @@
 -- mod_perfmon and with mod_perfmon in perfmon_mode = "sampled" (n/a where
 -- the core has no such mode), in 2 x PAIRS (5) rounds of one server each,
 -- the order reversed every other round (bench/stats.lua), and the medians
--- of the ratios over pairs of rounds.
+-- of the ratios over pairs of rounds.  "instructions" (bench/prosody
+-- --instructions) counts the server's instructions per message instead,
+-- one server of each under callgrind.
 
 local socket = require "socket"
 local mime = require "mime"
 
 local SOURCE, BUILD, MODE = arg[1], arg[2], arg[3]
-assert(SOURCE and BUILD and (MODE == nil or MODE == "cost"),
-  "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR [cost [PAIRS]]")
+assert(SOURCE and BUILD and (MODE == nil or MODE == "cost" or MODE == "instructions"),
+  "usage: lua5.4 run.lua SOURCE_DIR BUILD_DIR [cost [PAIRS] | instructions]")
 
 local MESSAGES, PER_SESSION = 300, 10
 local COST_MESSAGES, COST_PER_SESSION = 3000, 100
@@ -75,7 +78,8 @@ end
 ---------------------------------------------------------------------------
 
 -- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), noop (load
--- mod_noophook), iterations (mod_perfmon_test's burn).
+-- mod_noophook), iterations (mod_perfmon_test's burn), jank_ms (the
+-- watcher's threshold; 10 ms), callgrind (run under it).
 local function write_config(srv, opts)
   local f = assert(io.open(srv.dir .. "/prosody.cfg.lua", "w"))
   local d = srv.dir
@@ -100,14 +104,14 @@ c2s_require_encryption = false
 allow_unencrypted_plain_auth = true
 allow_registration = true
 min_seconds_between_registrations = 0
-perfmon_jank_threshold = 10 -- ms: each turn that handles a message burns ~20
+perfmon_jank_threshold = %d -- ms: each turn that handles a message burns ~20
 perfmon_test_iterations = %d
 %s
 log = { { levels = { min = "info" }, to = "file", filename = "%s/prosody.log" } }
 VirtualHost "%s"
 VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
 ]]):format(d, d, d, d, SOURCE, SOURCE, SOURCE, opts.perfmon and '"perfmon", ' or "",
-    opts.noop and '"noophook", ' or "", srv.c2s_port, srv.http_port, opts.iterations,
+    opts.noop and '"noophook", ' or "", srv.c2s_port, srv.http_port, opts.jank_ms or 10, opts.iterations,
     opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "", d, HOST, OTHER_HOST))
   f:close()
 end
@@ -116,24 +120,32 @@ end
 local LUA_ENV = ("LUA_PATH_5_4='%s/lua/?.lua;%s/lua/?/init.lua;;' LUA_CPATH_5_4='%s/?.so;;'")
   :format(SOURCE, SOURCE, BUILD)
 
--- Returns the PID of the server it started.
-local function start_server(dir)
-  local pid = sh(("%s prosody -F --config '%s/prosody.cfg.lua' >'%s/stdout' 2>&1 & echo $!")
-    :format(LUA_ENV, dir, dir))
+-- Under callgrind (the "instructions" cost), instrumented only from
+-- callgrind_control -i on: the start, uninstrumented, takes some seconds.
+-- Prosody's script starts with #!/usr/bin/env lua5.4, and valgrind would
+-- follow env, not lua5.4: lua5.4 runs it.
+local CALLGRIND = "valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file='%s/callgrind.out' lua5.4"
+
+-- Returns the PID of the server it started (the PID of valgrind's process,
+-- which is the server's, under callgrind).
+local function start_server(dir, callgrind)
+  local pid = sh(("%s %s %s -F --config '%s/prosody.cfg.lua' >'%s/stdout' 2>&1 & echo $!")
+    :format(LUA_ENV, callgrind and CALLGRIND:format(dir) or "", callgrind and sh("command -v prosody") or "prosody",
+      dir, dir))
   return assert(tonumber(pid), "no PID for prosody: " .. pid)
 end
 
 local function alive(pid) return os.execute(("kill -0 %d 2>/dev/null"):format(pid)) == true end
 
-local function wait_for_port(srv)
-  for _ = 1, 150 do -- 15 s
+local function wait_for_port(srv, seconds)
+  for _ = 1, seconds * 10 do
     check(alive(srv.pid), "prosody exited at start:\n%s\n%s", read_file(srv.dir .. "/stdout"),
       read_file(srv.dir .. "/prosody.log"))
     local c = socket.connect("127.0.0.1", srv.c2s_port)
     if c then c:close(); return end
     socket.sleep(0.1)
   end
-  fail("prosody did not listen on port %d within 15 s", srv.c2s_port)
+  fail("prosody did not listen on port %d within %d s", srv.c2s_port, seconds)
 end
 
 local function stop_server(pid)
@@ -321,9 +333,9 @@ local function with_server(opts, fn)
     http_port = free_port() }
   os.execute(("mkdir -p '%s/data' '%s/certs'"):format(srv.dir, srv.dir))
   write_config(srv, opts)
-  srv.pid = start_server(srv.dir)
+  srv.pid = start_server(srv.dir, opts.callgrind)
   local ok, result = pcall(function()
-    wait_for_port(srv)
+    wait_for_port(srv, opts.callgrind and 120 or 15)
     register_users(srv.c2s_port)
     return fn(srv)
   end)
@@ -484,6 +496,54 @@ local function has_sampled_mode()
   return ok
 end
 
+-- The server's instructions per message over the exchange, in
+-- configuration c, under callgrind: the same work every time, where the
+-- CPU time of a round spreads by a third on a shared machine.  Under
+-- callgrind the server runs some 50 times slower: its turns would be janks
+-- at the usual threshold (and a sampled watcher's warnings open exact
+-- monitors), so the threshold is 50 times higher; and a sampled monitor
+-- takes some 50 times the samples a message, so its figure is an upper
+-- bound.
+local function instructions_per_message(c)
+  local opts = setmetatable({ iterations = 0, callgrind = true, jank_ms = 500 }, { __index = OPTS[c] })
+  local n, log = with_server(opts, function(srv)
+    local function control(what)
+      local out = sh(("timeout 60 callgrind_control %s %d 2>&1"):format(what, srv.pid))
+      check(not out:match("[Ee]rror") and not out:match("No active"), "callgrind_control %s: %s", what, out)
+    end
+    control("-i on")
+    exchange(srv.c2s_port, COST_MESSAGES, COST_PER_SESSION)
+    control("-d")
+    local dumps = sh(("ls -t '%s'/callgrind.out* 2>/dev/null"):format(srv.dir))
+    local first = dumps:match("[^\n]+")
+    local total = first and read_file(first):match("\nsummary: (%d+)")
+    check(total, "no callgrind dump in %s: %s", srv.dir, dumps)
+    return tonumber(total) / COST_MESSAGES
+  end)
+  check_log(log, false)
+  return n
+end
+
+-- One server of each configuration under callgrind, in turn.
+local function instructions()
+  print(("prosody %s, %s; %d messages a server in sessions of %d, under callgrind"):format(
+    sh("dpkg-query -W -f '${Version}' prosody 2>/dev/null"), _VERSION, COST_MESSAGES, COST_PER_SESSION))
+  local sampled, n = has_sampled_mode(), {}
+  for _, c in ipairs(CONFIGS) do
+    if c ~= "sampled" or sampled then
+      n[c] = instructions_per_message(c)
+      print(("  %-8s %8.0f instructions a message"):format(c, n[c]))
+      io.flush()
+    end
+  end
+  print("ratios")
+  for _, r in ipairs { { "noop", "none" }, { "exact", "none" }, { "sampled", "none", "issue 18: <= 1.015 (an upper bound here)" },
+      { "exact", "noop", "issue 18: <= 1.10" } } do
+    print(("  %-18s %s%s"):format(r[1] .. " / " .. r[2],
+      n[r[1]] and ("%.3fx"):format(n[r[1]] / n[r[2]]) or NO_SAMPLED, r[3] and "   " .. r[3] or ""))
+  end
+end
+
 local function cost(pairs_n)
   local stats = dofile(SOURCE .. "/bench/stats.lua")
   local configs = table.move(CONFIGS, 1, #CONFIGS, 1, {})
@@ -521,7 +581,8 @@ local function main()
     print("SKIP: prosody is not installed (Debian: apt-get install prosody; tools/run installs it)")
     os.exit(77)
   end
-  local ok, err = pcall(MODE == "cost" and cost or test, tonumber(arg[4]) or 5)
+  local run = MODE == "cost" and cost or MODE == "instructions" and instructions or test
+  local ok, err = pcall(run, tonumber(arg[4]) or 5)
   if not ok then
     io.stderr:write("FAIL: ", tostring(err), "\n")
     os.exit(1)
