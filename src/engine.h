@@ -134,6 +134,7 @@ struct pm_Engine {
   pm_CpuTime sample_time; /* the thread's CPU time at the last sample */
   pm_CpuTime sample_dt; /* what the sample being taken charges */
   double sample_event_us; /* the part of it in this period (its event) */
+  double sample_event_sum; /* what this period's samples gave its event */
   uint64_t sample_cycles; /* the counter at the last sample */
   int own; /* perfmon's own work runs (pm_sw_own) */
   uint64_t own_cycles; /* when it began */

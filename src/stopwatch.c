@@ -380,7 +380,8 @@ static void flush (pm_Engine *E) {
 enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT }; /* commit's kinds */
 static void commit (pm_Engine *E, int kind);
 static void sample_mark (pm_Engine *E);
-static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle);
+static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle,
+                         double bound);
 
 /* A change past the window's limit ends the window there; past a held
 ** window's (window_hold), only if no group joined it: one that did runs
@@ -541,7 +542,7 @@ static void commit (pm_Engine *E, int kind) {
   uint64_t cycles = busy_cycles(E, now, E->period_cycles, E->period_blocked);
   uint64_t open;
   int is_event = kind == COMMIT_EVENT;
-  double per_cycle;
+  double per_cycle, event_us;
   pm_Group *g, *next;
   settle(E, now, cpu);
   flush(E);
@@ -558,14 +559,14 @@ static void commit (pm_Engine *E, int kind) {
              : cycles;
   if (open == UINT64_MAX)
     open = 0;
-  if (is_event && HAS(E, PM_PROBE_JANK) && cycles != UINT64_MAX) {
-    double cpu_us = E->period_time.cpu_us + (double)open * per_cycle;
-    histogram(&E->process, cpu_us, cpu_us); /* all of it is the process's */
-  }
+  event_us = E->period_time.cpu_us + (double)open * per_cycle;
+  if (is_event && HAS(E, PM_PROBE_JANK) && cycles != UINT64_MAX)
+    histogram(&E->process, event_us, event_us); /* all the process's */
   if (is_event && HAS(E, PM_PROBE_TICKS))
     E->process.ticks++; /* the process is entered once per event */
   if (is_event)
-    sample_tail(E, now, per_cycle);
+    sample_tail(E, now, per_cycle, event_us - E->sample_event_sum);
+  E->sample_event_sum = 0;
   /* all it allocates is its own, listeners and perfmon's tables included */
   if (HAS(E, PM_PROBE_MEMORY)) {
     allocs_add(&E->process.alloc, &E->allocs, &E->period_alloc);
@@ -896,6 +897,7 @@ void pm_sw_sampled (pm_Engine *E, int on) {
 
 int pm_sw_sample (pm_Engine *E, int charge) {
   pm_CpuTime now;
+  double bound;
   uint64_t cycles, since = E->sample_cycles;
   uint32_t cpu;
   cycles = pm_cycles(&cpu);
@@ -911,6 +913,14 @@ int pm_sw_sample (pm_Engine *E, int charge) {
         cycles > E->period_cycles
             ? (double)(cycles - E->period_cycles) / (double)(cycles - since)
             : 0;
+  /* no more than the CPU time of the event not given yet: a span the
+  ** machine held back, split at the event's start by wall time, reads more
+  ** where the thread was preempted in the event */
+  bound = E->period_time.cpu_us + now.cpu_us - E->window_time.cpu_us -
+          E->sample_event_sum;
+  if (E->sample_event_us > bound)
+    E->sample_event_us = nonnegative(bound);
+  E->sample_event_sum += E->sample_event_us;
   E->samples++;
   return 1;
 }
@@ -935,14 +945,18 @@ void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
 }
 
 /* At an event's end: the time since its last sample, at per_cycle, to the
-** groups that sample saw. */
-static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle) {
+** groups that sample saw; no more than bound, the event's CPU time that
+** its samples did not give. */
+static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle,
+                         double bound) {
   double us;
   pm_Group *g;
   if (!E->sampled || E->sample_cycles < E->period_cycles ||
       now < E->sample_cycles)
     return; /* no sample in this event */
   us = (double)(now - E->sample_cycles) * per_cycle;
+  if (us > bound)
+    us = nonnegative(bound);
   for (g = E->touched; g != NULL; g = g->next_touched)
     if (g->sample_stamp == E->samples) {
       g->sample_event_us += us;

@@ -651,6 +651,36 @@ static void test_samples (void) {
   unmonitor(JANK);
 }
 
+/* A span the machine held back, over two events: A sampled 4 ms into the
+** first, then B 36 ms with no sample; in the second, B runs 4 ms of CPU in
+** 60 ms of wall time (preempted) and is sampled.  By wall time the span's
+** part in the second event is 25 ms; B's time there is the event's CPU
+** time, 4 ms. */
+static void test_held_back_sample (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK);
+  plugins(&a, &sa, &b, &sb);
+  pm_sw_sampled(&E, 1);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  fake_advance(4000, 4000);
+  CHECK(sample(1, sa, NULL));
+  fake_advance(36000, 36000);
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  fake_advance(60000, 4000);
+  CHECK(sample(1, sb, NULL));
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  CHECK(b->total.events == 1);
+  NEAR(b->total.event_us, 4000);
+  CHECK(b->total.durations[2] == 1 && b->total.durations[3] == 0);
+  NEAR(cpu(b), 40000); /* the total takes the whole span */
+  pm_sw_sampled(&E, 0);
+  unmonitor(JANK);
+}
+
 static int drop_third (uintptr_t val, void *arg) {
   (void)arg;
   return (val - 1) % 3 == 0; /* val is i + 1 */
@@ -839,6 +869,7 @@ int main (void) {
       {"upvalue_links", test_upvalue_links},
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"samples", test_samples},
+      {"held_back_sample", test_held_back_sample},
       {"map_filter", test_map_filter},
       {"map_filter_memory", test_map_filter_memory},
       {"map_filter_churn", test_map_filter_churn},
