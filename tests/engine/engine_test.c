@@ -596,6 +596,20 @@ static void test_upvalue_links (void) {
 ** =======================================================
 */
 
+/* A monitor with the jank probe, plugins A and B, and samples charging
+** groups; sampled_close undoes it. */
+static void sampled_open (pm_Group **a, const pm_Set **sa, pm_Group **b,
+                          const pm_Set **sb) {
+  monitor(JANK);
+  plugins(a, sa, b, sb);
+  pm_sw_sampled(&E, 1);
+}
+
+static void sampled_close (void) {
+  pm_sw_sampled(&E, 0);
+  unmonitor(JANK);
+}
+
 /* One sample of the stack: its sets, the innermost first. */
 static int sample (int charge, const pm_Set *inner, const pm_Set *outer) {
   if (!pm_sw_sample(&E, charge))
@@ -614,9 +628,7 @@ static int sample (int charge, const pm_Set *inner, const pm_Set *outer) {
 static void test_samples (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
-  monitor(JANK);
-  plugins(&a, &sa, &b, &sb);
-  pm_sw_sampled(&E, 1);
+  sampled_open(&a, &sa, &b, &sb);
   fake_advance(1000, 1000);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   fake_advance(3000, 3000);
@@ -647,8 +659,7 @@ static void test_samples (void) {
   pm_sw_quiet(&E, 0);
   pm_sw_snapshot(&E);
   NEAR(cpu(a), 6000);
-  pm_sw_sampled(&E, 0);
-  unmonitor(JANK);
+  sampled_close();
 }
 
 /* A span the machine held back, over two events: A sampled 4 ms into the
@@ -659,9 +670,7 @@ static void test_samples (void) {
 static void test_held_back_sample (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
-  monitor(JANK);
-  plugins(&a, &sa, &b, &sb);
-  pm_sw_sampled(&E, 1);
+  sampled_open(&a, &sa, &b, &sb);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   fake_advance(4000, 4000);
   CHECK(sample(1, sa, NULL));
@@ -677,8 +686,7 @@ static void test_held_back_sample (void) {
   NEAR(b->total.event_us, 4000);
   CHECK(b->total.durations[2] == 1 && b->total.durations[3] == 0);
   NEAR(cpu(b), 40000); /* the total takes the whole span */
-  pm_sw_sampled(&E, 0);
-  unmonitor(JANK);
+  sampled_close();
 }
 
 static int drop_third (uintptr_t val, void *arg) {
