@@ -621,6 +621,8 @@ void pm_sw_start (pm_Engine *E) {
 void pm_sw_stop (pm_Engine *E) {
   commit(E, COMMIT_EXACT);
   cancel(E);
+  if (E->sampled)
+    sample_mark(E); /* the last exact monitor went: samples count from here */
 }
 
 /* Quiet regions are cut at both ends so that the time inside is dropped,
@@ -692,8 +694,11 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta) {
     }
   if (E->probes != before) {
     cancel(E);
-    if (E->monitors > 0 && ((E->probes ^ before) & PM_BIT(PM_PROBE_JANK)))
+    if (E->monitors > 0 && ((E->probes ^ before) & PM_BIT(PM_PROBE_JANK))) {
       restart(E); /* cycles were not read without it */
+      if (E->sampled)
+        sample_mark(E); /* nor was the process's CPU time */
+    }
     if ((E->probes ^ before) & PM_BIT(PM_PROBE_CHUNKS))
       pm_functions_forget(E);
     E->count_allocs = HAS(E, PM_PROBE_MEMORY);

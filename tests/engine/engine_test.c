@@ -689,6 +689,36 @@ static void test_held_back_sample (void) {
   sampled_close();
 }
 
+/* A sample counts the CPU time the process counts, from where samples
+** begin to charge: when the last exact monitor goes (its stopwatches
+** measured until then), and when the jank probe comes (the process's CPU
+** time was not read before).  A span from the sample before either would
+** charge A time the process has not, or that A was charged already. */
+static void test_sample_spans_restart (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  sampled_open(&a, &sa, &b, &sb);
+  fake_advance(4000, 4000);
+  CHECK(!sample(0, sa, NULL)); /* an exact monitor is open: it measures */
+  fake_advance(3000, 3000);
+  pm_sw_stop(&E); /* it closes; the sampled one stays */
+  fake_advance(1000, 1000);
+  CHECK(sample(1, sa, NULL));
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 1000);
+  pm_sw_probes(&E, JANK, -1); /* the jank probe goes, then comes back */
+  fake_advance(4000, 4000);
+  CHECK(!sample(1, sa, NULL));
+  fake_advance(2000, 2000);
+  pm_sw_probes(&E, JANK, 1);
+  fake_advance(1000, 1000);
+  CHECK(sample(1, sa, NULL));
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 2000);
+  CHECK(cpu(a) <= E.process.cpu.cpu_us);
+  sampled_close();
+}
+
 static int drop_third (uintptr_t val, void *arg) {
   (void)arg;
   return (val - 1) % 3 == 0; /* val is i + 1 */
@@ -878,6 +908,7 @@ int main (void) {
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"samples", test_samples},
       {"held_back_sample", test_held_back_sample},
+      {"sample_spans_restart", test_sample_spans_restart},
       {"map_filter", test_map_filter},
       {"map_filter_memory", test_map_filter_memory},
       {"map_filter_churn", test_map_filter_churn},
