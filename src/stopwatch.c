@@ -616,6 +616,8 @@ void pm_sw_start (pm_Engine *E) {
   E->charged = NULL;
   slow_update(E);
   restart(E);
+  if (E->sampled)
+    sample_mark(E); /* samples count from where the process does */
 }
 
 void pm_sw_stop (pm_Engine *E) {
