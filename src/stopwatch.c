@@ -590,8 +590,9 @@ static void commit (pm_Engine *E, int kind) {
   E->period_blocked = blocked_at(E, now);
 }
 
-/* Marks now as the beginning of the period, the window and the measure of
-** the counter's rate. */
+/* Marks now as the beginning of the period, the window, the measure of
+** the counter's rate and, under a sampled monitor, the samples' span: a
+** sample counts from where the process does. */
 static void restart (pm_Engine *E) {
   uint32_t cpu;
   E->period_cycles = E->window_cycles = E->rate_cycles = E->last =
@@ -603,6 +604,8 @@ static void restart (pm_Engine *E) {
   E->window_thread = pm_os_thread();
   E->rate_wall = pm_wall_us();
   window_set_limit(E);
+  if (E->sampled)
+    sample_mark(E);
 }
 
 void pm_sw_start (pm_Engine *E) {
@@ -616,8 +619,6 @@ void pm_sw_start (pm_Engine *E) {
   E->charged = NULL;
   slow_update(E);
   restart(E);
-  if (E->sampled)
-    sample_mark(E); /* samples count from where the process does */
 }
 
 void pm_sw_stop (pm_Engine *E) {
@@ -696,11 +697,8 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta) {
     }
   if (E->probes != before) {
     cancel(E);
-    if (E->monitors > 0 && ((E->probes ^ before) & PM_BIT(PM_PROBE_JANK))) {
-      restart(E); /* cycles were not read without it */
-      if (E->sampled)
-        sample_mark(E); /* nor was the process's CPU time */
-    }
+    if (E->monitors > 0 && ((E->probes ^ before) & PM_BIT(PM_PROBE_JANK)))
+      restart(E); /* cycles and the CPU time were not read without it */
     if ((E->probes ^ before) & PM_BIT(PM_PROBE_CHUNKS))
       pm_functions_forget(E);
     E->count_allocs = HAS(E, PM_PROBE_MEMORY);
