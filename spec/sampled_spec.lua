@@ -324,6 +324,89 @@ describe("a sampled monitor", function()
     assert.is_false(perfmon.info().hook_lost)
   end)
 
+  -- The timer: a perf event on the thread's CPU time ("cpu"), or where
+  -- the kernel refuses one the CPU clock's timer, checked at scheduler
+  -- ticks ("tick"); PERFMON_SAMPLED_TIMER=tick asks for the second, and
+  -- ctest runs this file both ways.
+  local forced_tick = os.getenv("PERFMON_SAMPLED_TIMER") == "tick"
+
+  it("says which timer its samples come from", function()
+    truth.alone(pending)
+    assert.is_nil(core.info().sampled_timer)
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local timer = core.info().sampled_timer
+    if forced_tick then
+      assert.equals("tick", timer)
+    else
+      assert.is_truthy(timer == "cpu" or timer == "tick", tostring(timer))
+    end
+    mon:close()
+    assert.is_nil(core.info().sampled_timer)
+  end)
+
+  it("samples every millisecond of CPU time on the cpu timer", function()
+    truth.alone(pending)
+    local g, a = plugin("a", "return function(ms) local us = burn(ms) return us end")
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    if core.info().sampled_timer ~= "cpu" then
+      pending("the kernel refused the perf event here (or PERFMON_SAMPLED_TIMER=tick): the tick timer samples")
+      return
+    end
+    local before, samples = mon:snapshot(), core.info().samples
+    local used = 0
+    for i = 1, 60 do
+      perfmon.event(function() used = used + a(3 + (i % 3) * 0.4) end)
+    end
+    samples = core.info().samples - samples
+    local d = mon:snapshot():subtract(before)
+    -- a signal a millisecond: some land in the kernel and are skipped,
+    -- and a loaded machine delays a few; a scheduler tick would give at
+    -- most a quarter of them at HZ=250
+    assert(samples >= used / 1000 * 0.6,
+      ("%d samples in %.1f ms of CPU time"):format(samples, used / 1000))
+    assert(samples <= used / 1000 * 1.1 + 5,
+      ("%d samples in %.1f ms of CPU time"):format(samples, used / 1000))
+    truth.assert_near(stats(d, g).cpu_us, used, "a")
+  end)
+
+  -- A child whose perf_event_open calls strace makes fail (`when`: which
+  -- of them), as the kernel does: 200 ms of Lua code under a sampled
+  -- monitor; returns its timer and how many samples it took.
+  local function refused(when)
+    local out = truth.child([[
+      local perfmon = require("perfmon")
+      local mon = perfmon.monitor { "jank", mode = "sampled" }
+      local t, x = os.clock() + 0.2, 0
+      -- few system calls: a period that ends in one may send nothing
+      while os.clock() < t do for i = 1, 100000 do x = x + i end end
+      local info = perfmon.info()
+      print("timer", info.sampled_timer, "samples", info.samples)
+      mon:close()
+      print("closed", perfmon.info().sampled_timer)
+    ]], -- LeakSanitizer cannot run under ptrace (the asan.* tests)
+      'ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" strace -f -qq -o /dev/null'
+      .. " -e trace=perf_event_open -e inject=perf_event_open:error=EACCES" .. when)
+    assert.matches("timer\t%a+\tsamples\t%d+\nclosed\tnil\n$", out)
+    return out:match("timer\t(%a+)"), tonumber(out:match("samples\t(%d+)")), out
+  end
+
+  it("watches only user-mode time where the kernel allows no more", function()
+    if forced_tick then pending("PERFMON_SAMPLED_TIMER=tick") return end
+    -- the first call, which asks for kernel-mode time too, is refused, as
+    -- at perf_event_paranoid 2 without CAP_PERFMON
+    local timer, samples, out = refused(":when=1")
+    assert.equals("cpu", timer, out)
+    assert(samples >= 120 and samples <= 220, out) -- a sample a ms
+  end)
+
+  it("falls back to the tick timer where the kernel refuses the perf event", function()
+    -- every call refused, as at perf_event_paranoid 3 (Debian's default)
+    -- or under a container's seccomp profile
+    local timer, samples, out = refused("")
+    assert.equals("tick", timer, out)
+    assert(samples >= 10 and samples <= 60, out) -- 200 ms: 50 ticks at HZ=250
+  end)
+
   it("stops its timer when the last one closes", function()
     truth.alone(pending)
     local a = perfmon.monitor { "jank", mode = "sampled" }

@@ -17,6 +17,7 @@
 #include "hook.h"
 #include "resolve.h"
 #include "perfmon.h"
+#include "sampled.h"
 #include "profiler/profiler.h"
 #include "stopwatch.h"
 #include "watch.h"
@@ -529,6 +530,8 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "exact_monitors");
   lua_pushinteger(L, S->nsampled);
   lua_setfield(L, -2, "sampled_monitors");
+  lua_pushstring(L, pm_sampled_timer(S)); /* nil while none is open */
+  lua_setfield(L, -2, "sampled_timer");
   lua_pushinteger(L, (lua_Integer)S->e.samples);
   lua_setfield(L, -2, "samples");
   lua_pushstring(L, S->running_direct ? "resumes" : "tracked");

@@ -2,8 +2,9 @@
 ** sampled.h -- sampled monitors: groups charged from samples of the stack.
 **
 ** A sampled monitor sets no call/return hook.  The sampler (sampler.h)
-** signals the thread at most once a scheduler tick of its CPU time, on
-** the thread's CPU clock (the "tick" timer), and at the next instruction
+** signals the thread every millisecond of its CPU time on the "cpu" timer
+** (a perf event), or where the kernel refuses it at most once a scheduler
+** tick of it on the "tick" timer, and at the next instruction
 ** the stack of the coroutine that runs, and of every coroutine that
 ** resumed it, is walked: each group on it is charged the CPU time since
 ** the last sample, once, and the innermost Lua frame's groups get it as
@@ -26,6 +27,9 @@ void pm_sampled_close (pm_State *S);
 ** frame: the samples taken inside it stop there, so that the code that
 ** spun the loop is not charged for it, as exact monitors cancel it. */
 void pm_sampled_loop (lua_State *L, pm_State *S);
+/* The timer the sampled monitors' samples come from, "cpu" or "tick";
+** NULL while none is open. */
+const char *pm_sampled_timer (const pm_State *S);
 /* lua_close: the timer stops, whatever monitors were left open. */
 void pm_sampled_free (pm_State *S);
 

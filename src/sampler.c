@@ -20,6 +20,8 @@
 #include <unistd.h>
 #if defined(__linux__)
 #include <dlfcn.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #endif
 
@@ -30,6 +32,11 @@
 #define PROF_TIMERS 1
 #else
 #define PROF_TIMERS 0
+#endif
+#if PROF_TIMERS && defined(SYS_perf_event_open) && defined(F_SETSIG)
+#define PROF_CPU_TIMER 1
+#else
+#define PROF_CPU_TIMER 0
 #endif
 
 #define PROF_SIGNAL SIGPROF
@@ -70,6 +77,7 @@ void pm_sampler_init (pm_Sampler *s, pm_State *S,
   s->take = take;
   s->slot = -1;
   s->timer = PM_TIMER_PRECISE;
+  s->fd = -1;
   atomic_init(&s->pending, 0);
   atomic_init(&s->tag, -1);
   atomic_init(&s->sampling, 0);
@@ -155,6 +163,8 @@ static atomic_int inflight[PROF_SLOTS];
 #if PROF_TIMERS
 static timer_t timers[PROF_SLOTS];
 #endif
+/* the CPU timer's event of each slot, as its descriptor + 1 (0: none) */
+static atomic_int cpu_fds[PROF_SLOTS];
 static atomic_uint generation;
 static atomic_flag handler_lock = ATOMIC_FLAG_INIT;
 /* under handler_lock: */
@@ -225,6 +235,14 @@ static void note_latency (pm_Sampler *s, uint64_t entry) {
 ** one that comes while the other is pending is merged into it. */
 static void arm (pm_Sampler *s, uint64_t delay_ns) {
   struct itimerspec it;
+#if PROF_CPU_TIMER
+  if (s->fd >= 0) { /* the event's period: it fires every one of them */
+    if (delay_ns != s->armed_ns)
+      ioctl(s->fd, PERF_EVENT_IOC_PERIOD, &delay_ns);
+    s->armed_ns = delay_ns;
+    return;
+  }
+#endif
   it.it_value.tv_sec = (time_t)(delay_ns / 1000000000u);
   it.it_value.tv_nsec = (long)(delay_ns % 1000000000u);
   it.it_interval = it.it_value;
@@ -261,19 +279,40 @@ static void rearm (pm_Sampler *s, uint64_t entry, uint64_t entry_cpu) {
 
 #endif
 
-/* Async-signal-safe: atomics, clock_gettime, pm_hook_request (as
+/* The slot of the timer that sent si, or -1: a POSIX timer's signal
+** carries its tag, the CPU timer's the descriptor of its event. */
+static int slot_of (const siginfo_t *si) {
+  int i;
+  if (si->si_code == SI_TIMER)
+    return si->si_value.sival_int >= 0 ? si->si_value.sival_int % PROF_SLOTS
+                                       : -1;
+  if (si->si_code == POLL_IN)
+    for (i = 0; i < PROF_SLOTS; i++)
+      if (atomic_load(&cpu_fds[i]) == si->si_fd + 1)
+        return i;
+  return -1;
+}
+
+/* Whether si came from s's timer, not from that of the slot's last
+** owner. */
+static int sent_by (pm_Sampler *s, const siginfo_t *si) {
+  if (si->si_code == SI_TIMER)
+    return atomic_load(&s->tag) == si->si_value.sival_int;
+  return s->fd >= 0 && s->fd == si->si_fd;
+}
+
+/* Async-signal-safe: atomics, clock_gettime, ioctl, pm_hook_request (as
 ** lua_sethook is), timer_settime.  The periods counted are the thread's
 ** CPU time, whichever clock the timer runs on (timer_clock): a thread
 ** blocked or idle asks for no sample, and one held up in C code, or
 ** signalled only at a scheduler tick, gets a heavier sample later. */
 static void on_signal (int sig, siginfo_t *si, void *uc) {
-  int saved = errno, ours = 0;
-  if (si->si_code == SI_TIMER && si->si_value.sival_int >= 0) {
-    int tag = si->si_value.sival_int, i = tag % PROF_SLOTS;
+  int saved = errno, ours = 0, i = slot_of(si);
+  if (i >= 0) {
     pm_Sampler *s;
     atomic_fetch_add(&inflight[i], 1);
     s = atomic_load(&slots[i]);
-    if (s != NULL && atomic_load(&s->tag) == tag) {
+    if (s != NULL && sent_by(s, si)) {
       uint64_t entry = mono_ns(), entry_cpu = thread_cpu_ns();
       ours = 1;
       count_periods(s, entry_cpu);
@@ -375,6 +414,95 @@ static clockid_t timer_clock (const pm_Sampler *s) {
   return s->timer == PM_TIMER_TICK ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
 }
 
+#if PROF_CPU_TIMER
+/* The CPU timer: a software event of the kernel's perf interface that
+** counts the thread's CPU time (task-clock) on a high-resolution timer,
+** which runs only while the thread does: a signal every period of its
+** CPU time, none while it waits.  The signal comes as the event's
+** descriptor becomes readable (F_SETSIG), to the thread alone.  Where
+** the kernel allows only its user-mode time to be watched
+** (perf_event_paranoid 2, without CAP_PERFMON), a period that ends in a
+** system call sends nothing, and the next sample counts it: code that
+** lives in system calls is sampled less often.  -1 where the kernel
+** refuses it: perf_event_paranoid above 2 (Debian's default) without
+** CAP_PERFMON, a container's seccomp profile, no perf events. */
+static int cpu_timer_open (const pm_Sampler *s) {
+  struct perf_event_attr a;
+  struct f_owner_ex owner;
+  int fd;
+  memset(&a, 0, sizeof(a));
+  a.type = PERF_TYPE_SOFTWARE;
+  a.size = sizeof(a);
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = s->period_ns;
+  a.wakeup_events = 1;
+  a.disabled = 1;
+  fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+    a.exclude_kernel = a.exclude_hv = 1;
+    fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1,
+                      PERF_FLAG_FD_CLOEXEC);
+  }
+  if (fd < 0)
+    return -1;
+  owner.type = F_OWNER_TID;
+  owner.pid = (pid_t)s->tid;
+  if (fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
+      fcntl(fd, F_SETSIG, PROF_SIGNAL) != 0 ||
+      fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+#endif
+
+/* Creates slot i's timer, sending ev: the CPU timer where s asks for it
+** and the kernel gives it, else the tick timer; a POSIX timer on the
+** clock s->timer says otherwise.  Returns 0 when there is none. */
+static int timer_open (pm_Sampler *s, int i, struct sigevent *ev) {
+  if (s->timer == PM_TIMER_CPU) {
+#if PROF_CPU_TIMER
+    if ((s->fd = cpu_timer_open(s)) >= 0) {
+      atomic_store(&cpu_fds[i], s->fd + 1);
+      return 1;
+    }
+#endif
+    s->timer = PM_TIMER_TICK;
+  }
+  return timer_create(timer_clock(s), ev, &timers[i]) == 0;
+}
+
+/* Starts the timer that timer_open made, a period away. */
+static void timer_go (pm_Sampler *s) {
+  arm(s, s->period_ns);
+#if PROF_CPU_TIMER
+  if (s->fd >= 0)
+    ioctl(s->fd, PERF_EVENT_IOC_ENABLE, 0);
+#endif
+}
+
+/* Deletes s's timer; returns the CPU timer's descriptor it had, or -1 (a
+** signal of that timer may still be pending: it carries the number). */
+static int timer_close (pm_Sampler *s) {
+  int fd = s->fd;
+  if (fd < 0) {
+    timer_delete(timers[s->slot]);
+    return -1;
+  }
+  atomic_store(&cpu_fds[s->slot], 0);
+  close(fd);
+  s->fd = -1;
+  return fd;
+}
+
+/* Whether a signal taken from the pending ones was a timer's of s, the
+** CPU timer's being descriptor fd (-1 if none). */
+static int was_ours (const siginfo_t *si, int fd) {
+  return si->si_code == SI_TIMER ||
+         (fd >= 0 && si->si_code == POLL_IN && si->si_fd == fd);
+}
+
 #endif
 
 const char *pm_sampler_start (pm_Sampler *s) {
@@ -407,7 +535,7 @@ const char *pm_sampler_start (pm_Sampler *s) {
   ev._sigev_un._tid = (pid_t)s->tid;
 #endif
   handler_acquire();
-  if (timer_create(timer_clock(s), &ev, &timers[i]) != 0) {
+  if (!timer_open(s, i, &ev)) {
     handler_release(0); /* no tick was ever sent */
     atomic_store(&slots[i], NULL);
     return "timer_create failed";
@@ -417,7 +545,8 @@ const char *pm_sampler_start (pm_Sampler *s) {
   s->latency_ns = s->latency_min = 0;
   s->latency_n = 0;
   atomic_store(&s->work_ns, 0);
-  arm(s, s->period_ns);
+  s->armed_ns = 0;
+  timer_go(s);
   return NULL;
 #else
   (void)s;
@@ -436,7 +565,7 @@ const char *pm_sampler_start (pm_Sampler *s) {
 ** hands every signal on to the previous one. */
 void pm_sampler_stop (pm_Sampler *s) {
 #if PROF_TIMERS
-  int i;
+  int i, fd;
   if (!s->has_timer)
     return;
   s->has_timer = 0;
@@ -447,17 +576,17 @@ void pm_sampler_stop (pm_Sampler *s) {
     sigemptyset(&set);
     sigaddset(&set, PROF_SIGNAL);
     pthread_sigmask(SIG_BLOCK, &set, &old);
-    timer_delete(timers[s->slot]);
+    fd = timer_close(s);
     release_slot(s); /* its timer is free to reuse */
     while (sigtimedwait(&set, &si, &zero) == PROF_SIGNAL)
-      if (si.si_code != SI_TIMER)
+      if (!was_ours(&si, fd))
         chain(PROF_SIGNAL, &si, NULL); /* not ours: hand it on */
     handler_release(0);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   } else {
     struct timespec pause = {0, 500000};
     release_slot(s); /* no handler re-arms the timer after this */
-    timer_delete(timers[s->slot]);
+    timer_close(s);
     for (i = 0; i < 100 && pending_on(s->tid); i++)
       nanosleep(&pause, NULL); /* up to 50 ms for it to run */
     handler_release(pending_on(s->tid));

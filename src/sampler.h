@@ -31,7 +31,10 @@
 ** to count them differs. */
 enum {
   PM_TIMER_PRECISE, /* CLOCK_MONOTONIC: a signal every period */
-  PM_TIMER_TICK /* the thread's CPU clock: at most one a scheduler tick */
+  PM_TIMER_TICK, /* the thread's CPU clock: at most one a scheduler tick */
+  PM_TIMER_CPU /* a perf event on the thread's CPU time: every period; the
+               ** tick timer where the kernel refuses it (pm_sampler_start
+               ** says which in `timer`) */
 };
 
 typedef struct pm_Sampler pm_Sampler;
@@ -51,6 +54,7 @@ struct pm_Sampler {
   atomic_uint pending; /* periods since the last sample */
   atomic_int sampling; /* the hook is at work: no period is counted */
   int has_timer;
+  int fd; /* the CPU timer's event, or -1 */
   /* the one-shot timer's pacing: when and for how long it was last armed,
   ** the signal's latency seen lately, the hook's last sample */
   uint64_t armed_at, armed_ns;

@@ -30,13 +30,14 @@ end
 
 --- Runs script in a child lua5.4 with this Lua's package.path and cpath;
 -- returns what it wrote (stdout and stderr).  For what must happen before
--- perfmon is required, or at lua_close.
-function truth.child(script)
+-- perfmon is required, or at lua_close.  prefix, if given, is a command
+-- that runs lua5.4 (e.g. under strace).
+function truth.child(script, prefix)
   local path = os.tmpname()
   local f = assert(io.open(path, "w"))
   f:write(("package.path, package.cpath = %q, %q\n"):format(package.path, package.cpath), script)
   f:close()
-  local p = assert(io.popen("lua5.4 " .. path .. " 2>&1"))
+  local p = assert(io.popen((prefix and prefix .. " " or "") .. "lua5.4 " .. path .. " 2>&1"))
   local out = p:read("a")
   p:close()
   os.remove(path)
