@@ -16,7 +16,7 @@
 ** on the tick timer, shorter than any scheduler tick, so that a sample
 ** comes at every tick of the thread's CPU time (4 ms at HZ=250), and never
 ** more often. */
-#define PM_SAMPLED_PERIOD_NS 1000000u
+#define PM_SAMPLED_PERIOD_NS 4000000u
 
 /*
 ** {======================================================
