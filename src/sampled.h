@@ -2,9 +2,9 @@
 ** sampled.h -- sampled monitors: groups charged from samples of the stack.
 **
 ** A sampled monitor sets no call/return hook.  The sampler (sampler.h)
-** signals the thread every millisecond of its CPU time on the "cpu" timer
-** (a perf event), or where the kernel refuses it at most once a scheduler
-** tick of it on the "tick" timer, and at the next instruction
+** signals the thread every 4 ms of its CPU time on the "cpu" timer (a
+** perf event), or where the kernel refuses it at the first scheduler tick
+** after that on the "tick" timer, and at the next instruction
 ** the stack of the coroutine that runs, and of every coroutine that
 ** resumed it, is walked: each group on it is charged the CPU time since
 ** the last sample, once, and the innermost Lua frame's groups get it as

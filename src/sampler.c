@@ -469,6 +469,8 @@ static int timer_open (pm_Sampler *s, int i, struct sigevent *ev) {
     }
 #endif
     s->timer = PM_TIMER_TICK;
+    if (s->tick_period_ns != 0)
+      s->period_ns = s->tick_period_ns;
   }
   return timer_create(timer_clock(s), ev, &timers[i]) == 0;
 }

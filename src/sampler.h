@@ -3,10 +3,12 @@
 **
 ** Two things sample a lua_State: the profiler (profiler/), which keeps
 ** stacks, and the sampled monitors (sampled.c), which charge groups.  Each
-** has a pm_Sampler: a one-shot POSIX timer that sends SIGPROF to the thread
-** that started it, after a period of wall time ("precise"), or at the
-** first scheduler tick after a period of the thread's CPU time ("tick"; see
-** timer_clock); the handler arms it again, later than a period when the
+** has a pm_Sampler: a timer that sends SIGPROF to the thread that started
+** it, after a period of wall time ("precise": a one-shot POSIX timer), at
+** the first scheduler tick after a period of the thread's CPU time
+** ("tick": the same on its CPU clock; see timer_clock), or after a period
+** of it ("cpu": a perf event, cpu_timer_open); the handler arms it again
+** (the perf event's period), later than a period when the
 ** sampler's own cost was high (rearm), so that it never starves the
 ** program.  Either way the handler only counts the whole periods of the
 ** thread's CPU time and asks the hook for a count event at the next
@@ -49,6 +51,7 @@ struct pm_Sampler {
   atomic_int tag; /* the signal's value: the slot and a generation */
   uint64_t period_ns;
   int timer; /* PM_TIMER_* */
+  uint64_t tick_period_ns; /* the period where "cpu" falls back (0: same) */
   uint64_t cpu_mark; /* thread CPU time whose periods were counted */
   uint64_t asked_cpu; /* thread CPU time at the last request */
   atomic_uint pending; /* periods since the last sample */
