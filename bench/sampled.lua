@@ -19,7 +19,9 @@
 --
 -- Run it with bench/sampled (builds first); by hand:
 --   LUA_PATH_5_4="lua/?.lua;lua/?/init.lua;bench/?.lua;;" LUA_CPATH_5_4="build/?.so;;" \
---     lua5.4 bench/sampled.lua [SECONDS]
+--     lua5.4 bench/sampled.lua [SECONDS [RATE_US]]
+-- RATE_US: the sampled monitors' rate_us in part 1 (their default
+-- without it).
 
 package.path = "bench/?.lua;" .. package.path
 local perfmon = require("perfmon")
@@ -27,6 +29,11 @@ local watcher = require("perfmon.watcher")
 local plugin = require("plugin")
 
 local SECONDS = tonumber(arg[1] or "10")
+local RATE_US = arg[2] and math.tointeger(tonumber(arg[2]))
+local SAMPLED_TIMER = (function()
+  local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+  return perfmon.info().sampled_timer
+end)()
 local JANK_MS, QUICK_MS, THRESHOLD_MS, JANKS = 64, 31, 48, 40
 
 ----------------------------------------------------------------------------
@@ -65,7 +72,7 @@ local loops = {
 -- Runs w under a monitor of mode until `seconds` of CPU have passed (or
 -- `runs` times); returns the groups' figures and the runs.
 local function measure(w, mode, seconds, runs)
-  local mon = perfmon.monitor { "jank", mode = mode }
+  local mon = perfmon.monitor { "jank", mode = mode, rate_us = mode == "sampled" and RATE_US or nil }
   local before = mon:snapshot()
   local t0, n = os.clock(), 0
   repeat
@@ -98,8 +105,8 @@ local function compare(title, w, seconds)
   local exact, runs, exact_s = measure(w, "exact", seconds)
   local sampled, _, sampled_s = measure(w, "sampled", nil, runs)
   local n = perfmon.info().samples - samples
-  print(("%s: %d runs, %.1f s of CPU exact, %.1f s sampled (%d samples)")
-    :format(title, runs, exact_s, sampled_s, n))
+  print(("%s: %d runs, %.1f s of CPU exact, %.1f s sampled (%d samples, %s timer, rate_us %d)")
+    :format(title, runs, exact_s, sampled_s, n, SAMPLED_TIMER, RATE_US or 4000))
   print(("%-12s %10s %10s %7s %8s %6s   %10s %10s %7s %8s %6s"):format("group", "exact ms",
     "sampled", "ratio", "shares", "2σ", "self ex.", "sampled", "ratio", "shares", "2σ"))
   local worst, beyond = { cpu_us = 0, self_us = 0 }, {}

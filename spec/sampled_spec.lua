@@ -384,6 +384,42 @@ describe("a sampled monitor", function()
     end)
   end)
 
+  it("refuses a rate_us out of range or for an exact monitor", function()
+    for _, bad in ipairs { 99, 1000001, 0, -4000, 1.5, "4000", true, {} } do
+      local ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", rate_us = bad })
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to 'monitor' %(rate_us: an integer in %[100, 1000000%] expected, got ", err)
+    end
+    local ok, err = pcall(perfmon.monitor, { "jank", rate_us = 1000 })
+    assert.is_false(ok)
+    assert.matches("rate_us is for a monitor of mode \"sampled\"", err)
+    assert.equals(0, core.info().sampled_monitors)
+  end)
+
+  it("samples at the shortest rate_us of the monitors open", function()
+    truth.alone(pending)
+    local _, a = plugin("a", "return function(ms) local us = burn(ms) return us end")
+    local function rate(mon)
+      local s0, used = core.info().samples, 0
+      for _ = 1, 20 do perfmon.event(function() used = used + a(10) end) end
+      return (core.info().samples - s0) / (used / 1000)
+    end
+    local slow <close> = perfmon.monitor { "jank", mode = "sampled", rate_us = 8000 }
+    assert.equals(8000, slow.rate_us)
+    if core.info().sampled_timer ~= "cpu" then
+      pending("the kernel refused the perf event here (or PERFMON_SAMPLED_TIMER=tick): the tick timer samples at every tick")
+      return
+    end
+    local per_ms = rate(slow)
+    assert(per_ms > 1 / 8 * 0.6 and per_ms < 1 / 8 * 1.2, ("%.3f samples a ms at 8 ms"):format(per_ms))
+    local fast = perfmon.monitor { "jank", mode = "sampled", rate_us = 1000 }
+    per_ms = rate(fast)
+    assert(per_ms > 0.6 and per_ms < 1.2, ("%.3f samples a ms at 1 ms"):format(per_ms))
+    fast:close()
+    per_ms = rate(slow)
+    assert(per_ms > 1 / 8 * 0.6 and per_ms < 1 / 8 * 1.2, ("%.3f samples a ms at 8 ms again"):format(per_ms))
+  end)
+
   -- A child whose perf_event_open calls strace makes fail (`when`: which
   -- of them), as the kernel does: 200 ms of Lua code under a sampled
   -- monitor; returns its timer and how many samples it took.

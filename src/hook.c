@@ -808,9 +808,9 @@ const char *pm_hook_path (pm_State *S) {
 ** every coroutine the hook.  Both change what functions resolve to: what
 ** was resolved before (by a profiler, or without the hook) goes, once. */
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
-                             int sampled) {
+                             uint32_t rate_us) {
   const char *err;
-  int forget = S->e.monitors == 0;
+  int forget = S->e.monitors == 0, sampled = rate_us != 0;
   /* the sets go with the last exact monitor, and the empty one with them */
   if (S->e.empty == NULL &&
       (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
@@ -819,7 +819,7 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
     pm_resolve_discover(L, S);
     S->hook_lost = 0; /* monitoring restarts: a loss before it is not its */
   }
-  if (sampled && (err = pm_sampled_open(S)) != NULL)
+  if (sampled && (err = pm_sampled_open(S, rate_us)) != NULL)
     return err;
   if (!sampled && S->exact == 0) {
     /* a debugger's or coverage tool's hook stays, called from perfmon's */
@@ -889,11 +889,11 @@ static void uninstall (lua_State *L, pm_State *S) {
 /* The last exact monitor takes the hook away, and the last monitor of
 ** either mode every cached function and set. */
 void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
-                       int sampled) {
-  int hook_off = !sampled && --S->exact == 0;
+                       uint32_t rate_us) {
+  int sampled = rate_us != 0, hook_off = !sampled && --S->exact == 0;
   pm_sw_probes(&S->e, probes, -1);
   if (sampled)
-    pm_sampled_close(S);
+    pm_sampled_close(S, rate_us);
   if (--S->e.monitors == 0 || hook_off) {
     pm_sw_stop(&S->e);
     uninstall(L, S);

@@ -51,11 +51,13 @@ struct pm_Thread {
   int chain_mask, chain_count; /* the events it asked for */
 };
 
-/* A monitor opens or closes: the hook is installed with the first and
+/* A monitor opens or closes: exact (rate_us 0), or sampled every rate_us
+** µs of CPU time.  The hook is installed with the first exact one and
 ** removed with the last.  Opening returns an error message or NULL. */
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
-                             int sampled);
-void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes, int sampled);
+                             uint32_t rate_us);
+void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
+                       uint32_t rate_us);
 
 /* Stops stopwatches of frames that are gone: frames unwound by an error
 ** caught in C, a coroutine that yielded.  Called at event boundaries. */

@@ -272,13 +272,43 @@ static int check_mode (lua_State *L) {
   return k;
 }
 
-/* core.open(probes) -> mask, sampled: takes the probes the list names, for
-** a monitor of probes.mode */
+/* The `rate_us` field of the probes table, for a sampled monitor: how
+** many µs of CPU time between two samples, an integer in
+** [PM_RATE_MIN, PM_RATE_MAX], PM_RATE_DEFAULT without one.  An exact
+** monitor takes none.  Returns 0 for an exact monitor. */
+#define PM_RATE_MIN 100
+#define PM_RATE_MAX 1000000
+#define PM_RATE_DEFAULT 4000
+static uint32_t check_rate (lua_State *L, int sampled) {
+  lua_Integer r = 0;
+  int isint = 0, number;
+  if (lua_getfield(L, 1, "rate_us") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return sampled ? PM_RATE_DEFAULT : 0;
+  }
+  if (!sampled)
+    monitor_argerror(L, "rate_us is for a monitor of mode \"sampled\"");
+  if ((number = lua_type(L, -1) == LUA_TNUMBER))
+    r = lua_tointegerx(L, -1, &isint);
+  if (!isint || r < PM_RATE_MIN || r > PM_RATE_MAX) {
+    const char *got =
+        number ? luaL_tolstring(L, -1, NULL) : luaL_typename(L, -1);
+    monitor_argerror(L, lua_pushfstring(L,
+                                        "rate_us: an integer in [%d, %d] "
+                                        "expected, got %s",
+                                        PM_RATE_MIN, PM_RATE_MAX, got));
+  }
+  lua_pop(L, 1);
+  return (uint32_t)r;
+}
+
+/* core.open(probes) -> mask, rate_us: takes the probes the list names, for
+** a monitor of probes.mode; rate_us is false for an exact one */
 static int l_open (lua_State *L) {
   const char *err;
   lua_Integer i;
   unsigned mask = 0;
-  int sampled;
+  uint32_t rate;
   if (!lua_istable(L, 1))
     monitor_argerror(L,
                      lua_pushfstring(L, "table of probe names expected, got %s",
@@ -305,21 +335,25 @@ static int l_open (lua_State *L) {
   if (mask == 0)
     monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
                                         probe_list(L)));
-  sampled = check_mode(L);
-  if ((err = pm_monitor_open(L, state(L), mask, sampled)) != NULL)
+  rate = check_rate(L, check_mode(L));
+  if ((err = pm_monitor_open(L, state(L), mask, rate)) != NULL)
     return luaL_error(L, "perfmon: %s", err);
   lua_pushinteger(L, mask);
-  lua_pushboolean(L, sampled);
+  if (rate != 0)
+    lua_pushinteger(L, rate);
+  else
+    lua_pushboolean(L, 0);
   return 2;
 }
 
-/* core.close(mask, sampled), with what core.open returned */
+/* core.close(mask, rate_us), with what core.open returned */
 static int l_close (lua_State *L) {
   pm_State *S = pm_state_get(L);
   unsigned mask = check_probes(L, 1);
-  int sampled = lua_toboolean(L, 2);
-  if (S != NULL && (sampled ? S->nsampled : S->exact) > 0)
-    pm_monitor_close(L, S, mask, sampled);
+  lua_Integer rate = lua_toboolean(L, 2) ? luaL_checkinteger(L, 2) : 0;
+  luaL_argcheck(L, rate >= 0 && rate <= PM_RATE_MAX, 2, "not a rate_us");
+  if (S != NULL && (rate != 0 ? S->nsampled : S->exact) > 0)
+    pm_monitor_close(L, S, mask, (uint32_t)rate);
   return 0;
 }
 

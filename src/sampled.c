@@ -12,12 +12,9 @@
 #include "stopwatch.h"
 #include "trap.h"
 
-/* A sample every 4 ms of the thread's CPU time: a signal costs some 20 µs
-** in a virtual machine whose timer interrupts exit to the host, so this is
-** 0.5% there, and no more often than the tick timer signals at HZ=250.
-** That one is asked for less than any scheduler tick, so that its signal
-** comes at every tick of the thread's CPU time, and never more often. */
-#define PM_SAMPLED_PERIOD_NS 4000000u
+/* The tick timer is asked for less than any scheduler tick, so that its
+** signal comes at every tick of the thread's CPU time, and never more
+** often, whatever the monitors' period. */
 #define PM_SAMPLED_TICK_NS 1000000u
 
 /*
@@ -163,19 +160,54 @@ static int sampled_timer (void) {
                                                      : PM_TIMER_CPU;
 }
 
-const char *pm_sampled_open (pm_State *S) {
+/* The shortest period of the sampled monitors open, in ns. */
+static uint64_t shortest (const pm_State *S) {
+  uint32_t r = S->rates[0];
+  int i;
+  for (i = 1; i < S->nsampled; i++)
+    if (S->rates[i] < r)
+      r = S->rates[i];
+  return (uint64_t)r * 1000u;
+}
+
+/* The CPU timer runs at the shortest period; the tick timer at every
+** tick whatever it is. */
+static void retime (pm_State *S) {
+  pm_Sampler *sm = S->samplers[PM_SAMPLER_MONITOR];
+  if (sm->timer == PM_TIMER_CPU)
+    pm_sampler_retime(sm, shortest(S));
+}
+
+static int rates_grow (pm_State *S) {
+  int cap = S->rates_cap > 0 ? 2 * S->rates_cap : 4;
+  uint32_t *r = pm_alloc(&S->e, (size_t)cap * sizeof(*r));
+  if (r == NULL)
+    return 0;
+  if (S->nsampled > 0)
+    memcpy(r, S->rates, (size_t)S->nsampled * sizeof(*r));
+  if (S->rates != NULL)
+    pm_free(&S->e, S->rates, (size_t)S->rates_cap * sizeof(*r));
+  S->rates = r;
+  S->rates_cap = cap;
+  return 1;
+}
+
+const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
   pm_Sampler *sm;
   const char *err;
+  if (S->nsampled == S->rates_cap && !rates_grow(S))
+    return "not enough memory";
   if (S->nsampled > 0) {
-    S->nsampled++;
+    S->rates[S->nsampled++] = rate_us;
+    retime(S);
     return NULL;
   }
   if ((sm = pm_alloc(&S->e, sizeof(*sm))) == NULL)
     return "not enough memory";
   pm_sampler_init(sm, S, take);
   sm->timer = sampled_timer();
-  sm->period_ns =
-      sm->timer == PM_TIMER_CPU ? PM_SAMPLED_PERIOD_NS : PM_SAMPLED_TICK_NS;
+  sm->period_ns = sm->timer == PM_TIMER_CPU ? (uint64_t)rate_us * 1000u
+                                            : PM_SAMPLED_TICK_NS;
   sm->tick_period_ns = PM_SAMPLED_TICK_NS; /* where the kernel refuses */
   if ((err = pm_sampler_start(sm)) != NULL) {
     pm_free(&S->e, sm, sizeof(*sm));
@@ -183,6 +215,7 @@ const char *pm_sampled_open (pm_State *S) {
   }
   pm_sw_sampled(&S->e, 1);
   S->samplers[PM_SAMPLER_MONITOR] = sm;
+  S->rates[0] = rate_us;
   S->nsampled = 1;
   return NULL;
 }
@@ -196,6 +229,10 @@ const char *pm_sampled_timer (const pm_State *S) {
 
 void pm_sampled_free (pm_State *S) {
   pm_Sampler *sm = S->samplers[PM_SAMPLER_MONITOR];
+  if (S->rates != NULL)
+    pm_free(&S->e, S->rates, (size_t)S->rates_cap * sizeof(*S->rates));
+  S->rates = NULL;
+  S->rates_cap = 0;
   if (sm == NULL)
     return;
   pm_sampler_stop(sm);
@@ -205,9 +242,17 @@ void pm_sampled_free (pm_State *S) {
   pm_sw_sampled(&S->e, 0);
 }
 
-void pm_sampled_close (pm_State *S) {
-  if (S->nsampled > 0 && --S->nsampled == 0)
+void pm_sampled_close (pm_State *S, uint32_t rate_us) {
+  int i;
+  if (S->nsampled == 0)
+    return;
+  for (i = 0; i < S->nsampled - 1 && S->rates[i] != rate_us; i++)
+    ;
+  S->rates[i] = S->rates[--S->nsampled]; /* that one, or the last */
+  if (S->nsampled == 0)
     pm_sampled_free(S);
+  else
+    retime(S);
 }
 
 /* }====================================================== */

@@ -19,10 +19,12 @@
 
 #include "state.h"
 
-/* A sampled monitor opens (the first starts the timer) or closes (the
-** last stops it).  Opening returns an error message or NULL. */
-const char *pm_sampled_open (pm_State *S);
-void pm_sampled_close (pm_State *S);
+/* A sampled monitor that samples every rate_us µs of CPU time opens (the
+** first starts the timer) or closes (the last stops it): the CPU timer
+** runs at the shortest period of those open, from its next signal.
+** Opening returns an error message or NULL. */
+const char *pm_sampled_open (pm_State *S, uint32_t rate_us);
+void pm_sampled_close (pm_State *S, uint32_t rate_us);
 /* A nested loop was entered (the loop level is S->e.loop) by L's running
 ** frame: the samples taken inside it stop there, so that the code that
 ** spun the loop is not charged for it, as exact monitors cancel it. */

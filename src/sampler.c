@@ -79,6 +79,7 @@ void pm_sampler_init (pm_Sampler *s, pm_State *S,
   s->timer = PM_TIMER_PRECISE;
   s->fd = -1;
   atomic_init(&s->pending, 0);
+  atomic_init(&s->next_period_ns, 0);
   atomic_init(&s->tag, -1);
   atomic_init(&s->sampling, 0);
 }
@@ -314,7 +315,10 @@ static void on_signal (int sig, siginfo_t *si, void *uc) {
     s = atomic_load(&slots[i]);
     if (s != NULL && sent_by(s, si)) {
       uint64_t entry = mono_ns(), entry_cpu = thread_cpu_ns();
+      uint64_t period = atomic_load(&s->next_period_ns);
       ours = 1;
+      if (period != 0)
+        s->period_ns = period; /* pm_sampler_retime: the handler's own */
       count_periods(s, entry_cpu);
 #if PROF_TIMERS
       rearm(s, entry, entry_cpu);
@@ -440,8 +444,7 @@ static int cpu_timer_open (const pm_Sampler *s) {
   fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0 && (errno == EACCES || errno == EPERM)) {
     a.exclude_kernel = a.exclude_hv = 1;
-    fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1,
-                      PERF_FLAG_FD_CLOEXEC);
+    fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
   }
   if (fd < 0)
     return -1;
@@ -554,6 +557,10 @@ const char *pm_sampler_start (pm_Sampler *s) {
   (void)s;
   return "sampling needs POSIX timers with SIGEV_THREAD_ID (Linux)";
 #endif
+}
+
+void pm_sampler_retime (pm_Sampler *s, uint64_t period_ns) {
+  atomic_store(&s->next_period_ns, period_ns);
 }
 
 /* A tick the timer sent just before it went may still be pending on the

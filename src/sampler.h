@@ -50,6 +50,7 @@ struct pm_Sampler {
   int slot; /* of its timer in sampler.c's table */
   atomic_int tag; /* the signal's value: the slot and a generation */
   uint64_t period_ns;
+  _Atomic(uint64_t) next_period_ns; /* pm_sampler_retime's, or 0 */
   int timer; /* PM_TIMER_* */
   uint64_t tick_period_ns; /* the period where "cpu" falls back (0: same) */
   uint64_t cpu_mark; /* thread CPU time whose periods were counted */
@@ -75,6 +76,9 @@ void pm_sampler_init (pm_Sampler *s, pm_State *S,
 /* Creates and arms s's timer, on the clock s->timer says, every
 ** s->period_ns; returns an error message, or NULL. */
 const char *pm_sampler_start (pm_Sampler *s);
+/* s samples every period_ns from its next signal on (a running CPU
+** timer's period; from any thread). */
+void pm_sampler_retime (pm_Sampler *s, uint64_t period_ns);
 /* Deletes s's timer: no handler uses s afterwards, and no tick of it can
 ** meet SIGPROF's default action.  From any thread. */
 void pm_sampler_stop (pm_Sampler *s);

@@ -45,8 +45,10 @@ struct pm_State {
   pm_Profiler *profiler; /* the sampling profiler running, or NULL */
 
   /* sampled.c: how many sampled monitors are open (their sampler is
-  ** samplers[PM_SAMPLER_MONITOR]) */
+  ** samplers[PM_SAMPLER_MONITOR]), and each one's period in µs */
   int nsampled;
+  int rates_cap;
+  uint32_t *rates;
   /* where each nested loop level was entered: a thread and its frame,
   ** compared, never followed */
   const lua_State *loop_thread[PM_MAX_LOOPS];

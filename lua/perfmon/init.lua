@@ -227,17 +227,19 @@ end
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
 -- probes.mode: "exact" (the default: the call/return hook measures every
 -- group) or "sampled" (no hook: groups are charged from samples of the
--- stack on the thread's CPU-clock timer; events stay exact).
+-- stack every probes.rate_us µs of the thread's CPU time, 4000 unless
+-- given; events stay exact).
 function perfmon.monitor(probes)
   -- made (with its finalizer) before the probes are taken, so that a
   -- memory error cannot leave them held by no monitor; setting fields the
   -- table has allocates nothing
   local mon = setmetatable({ mask = 0, closed = true, mode = "exact" }, Monitor)
   -- the core checks the names; its error is raised again at the caller's line
-  local ok, mask, sampled = pcall(core.open, probes)
+  local ok, mask, rate_us = pcall(core.open, probes)
   if not ok then error(mask, 2) end
   mon.mask, mon.closed = mask, false
-  mon.mode = sampled and "sampled" or "exact"
+  mon.mode = rate_us and "sampled" or "exact"
+  mon.rate_us = rate_us or nil
   guard_sethook()
   return mon
 end
@@ -247,7 +249,7 @@ function Monitor:close()
   check_self(self, Monitor, "close", "monitor")
   if not self.closed then
     self.closed = true
-    core.close(self.mask, self.mode == "sampled")
+    core.close(self.mask, self.rate_us or false)
     guard_sethook()
   end
 end

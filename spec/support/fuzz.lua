@@ -802,8 +802,13 @@ function STEPS.monitor(F)
       if F.rng:chance(0.5) then probes[#probes + 1] = p end
     end
     if #probes == 0 then probes[1] = "jank" end
-    if F.rng:chance(0.3) then probes.mode = "sampled" end
-    note(F, "monitor{" .. table.concat(probes, ",") .. (probes.mode and ", sampled" or "") .. "}")
+    if F.rng:chance(0.3) then
+      probes.mode = "sampled"
+      -- monitors of different periods: the timer runs at the shortest
+      if F.rng:chance(0.5) then probes.rate_us = F.rng:pick { 500, 1000, 2000, 8000 } end
+    end
+    note(F, "monitor{" .. table.concat(probes, ",") .. (probes.mode and ", sampled" or "")
+      .. (probes.rate_us and ", rate_us " .. probes.rate_us or "") .. "}")
     local ok, m = try(F, "monitor", perfmon.monitor, probes)
     if ok then F.monitors[#F.monitors + 1] = m end
     F.sampled = F.sampled or (ok and probes.mode == "sampled")
