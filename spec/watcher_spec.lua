@@ -503,6 +503,16 @@ describe("plugin watcher", function()
     assert.equal(before, watcher.configure().mode) -- put back
   end)
 
+  it("samples at its rate_us in sampled mode", function()
+    truth.alone(pending)
+    local pw = new { on_warning = print, mode = "sampled", rate_us = 1000 }
+    assert.equal(1000, pw.monitor.rate_us)
+    pw:close()
+    pw = new { on_warning = print, mode = "sampled" }
+    assert.equal(4000, pw.monitor.rate_us) -- perfmon.monitor's default
+    pw:close()
+  end)
+
   it("puts the watcher's mode back when plugin watchers of two modes close in either order", function()
     local before, monitors = watcher.configure().mode, core.info().monitors
     local a = PluginWatcher.new { on_warning = print, mode = "sampled" }
@@ -536,6 +546,14 @@ describe("plugin watcher", function()
       "bad argument #1 to 'new' ('escalate_ms' must be a positive number of ms below 1e+12, got -1)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", on_diagnosis = 1 } end,
       "bad argument #1 to 'new' ('on_diagnosis' must be a function, got number)")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, rate_us = 1000 } end,
+      "bad argument #1 to 'new' ('rate_us' needs mode = \"sampled\" (an exact watcher takes no samples))")
+    for _, bad in ipairs { 99, 1000001, 1000.5 } do
+      assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", rate_us = bad } end,
+        ("bad argument #1 to 'new' ('rate_us' must be a whole number in [100, 1000000], got %s)"):format(bad))
+    end
+    assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", rate_us = "1000" } end,
+      "bad argument #1 to 'new' ('rate_us' must be a number, got string)")
     assert.equal(0, core.info().sampled_monitors) -- nothing left open
     assert.has_error(function() PluginWatcher.new() end,
       "bad argument #1 to 'new' (table expected, got nil)")
@@ -560,7 +578,7 @@ describe("plugin watcher", function()
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
     assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
-      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, escalate_ms, ignore, kind, mode, on_diagnosis, on_warning, time))")
+      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, escalate_ms, ignore, kind, mode, on_diagnosis, on_warning, rate_us, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
       "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")

@@ -36,7 +36,11 @@ local mode = module:get_option_string("perfmon_mode", "exact");
 if mode ~= "exact" and mode ~= "sampled" then
 	error(("mod_perfmon: perfmon_mode = %q is not understood, expecting \"exact\" or \"sampled\""):format(mode), 0);
 end
-local monitor = perfmon.monitor { "jank", "ticks", mode = mode };
+-- Sampled: a sample every perfmon_rate_us µs of the thread's CPU time;
+-- perfmon.monitor refuses what is not a whole number in [100, 1000000].
+local rate_us = mode == "sampled" and module:get_option_number("perfmon_rate_us", 4000) or nil;
+rate_us = rate_us and (math.tointeger(rate_us) or rate_us);
+local monitor = perfmon.monitor { "jank", "ticks", mode = mode, rate_us = rate_us };
 
 ---------------------------------------------------------------------------
 -- Modules as groups
@@ -200,6 +204,7 @@ local pw = plugin_watcher.new {
 	on_warning = function(w) module:log("warn", "%s", w.message); end,
 	-- sampled: the watcher too; a warning then measures exactly for a while
 	mode = mode,
+	rate_us = rate_us,
 	escalate_ms = mode == "sampled" and module:get_option_number("perfmon_diagnosis", 10) * 1000 or nil,
 	on_diagnosis = function(d)
 		local st = d.stats or { self_us = 0, cpu_us = 0, events = 0 };

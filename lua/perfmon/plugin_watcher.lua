@@ -53,10 +53,12 @@ local NUMBERS = {
   cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
   cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
   escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
+  rate_us = { "a whole number in [100, 1000000]", function(v)
+    return v >= 100 and v <= 1000000 and v == math.floor(v) end },
 }
 
 local OPTION_NAMES = { on_warning = true, ignore = true, escalate_ms = true,
-  on_diagnosis = true }
+  on_diagnosis = true, rate_us = true }
 for k in pairs(DEFAULTS) do OPTION_NAMES[k] = true end
 local VALID = {}
 for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
@@ -98,6 +100,9 @@ local function check_options(opts)
   if opts.escalate_ms ~= nil and opts.mode ~= "sampled" then
     arg_error("'escalate_ms' needs mode = \"sampled\" (an exact watcher has the exact figures)")
   end
+  if opts.rate_us ~= nil and opts.mode ~= "sampled" then
+    arg_error("'rate_us' needs mode = \"sampled\" (an exact watcher takes no samples)")
+  end
   if opts.on_diagnosis ~= nil and type(opts.on_diagnosis) ~= "function" then
     arg_error("'on_diagnosis' must be a function, got " .. type(opts.on_diagnosis))
   end
@@ -137,8 +142,9 @@ end
 --- Starts watching.  opts: on_warning (required: called with each
 -- warning), alerts, alerts_window_ms, cpu_percent, cpu_window_ms, kind,
 -- time, ignore (a list of group names), mode ("exact" or "sampled"; the
--- watcher's mode is set to it while this plugin watcher runs),
--- escalate_ms and on_diagnosis (sampled mode: see _diagnose).
+-- watcher's mode is set to it while this plugin watcher runs), rate_us
+-- (sampled mode: its monitor's, perfmon.monitor's), escalate_ms and
+-- on_diagnosis (sampled mode: see _diagnose).
 function PluginWatcher.new(opts)
   check_options(opts)
   local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
@@ -148,7 +154,8 @@ function PluginWatcher.new(opts)
   for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
   if #running == 0 then base_mode = watcher.configure().mode end
   watcher.configure { mode = self.mode }
-  local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode })
+  local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode,
+    rate_us = opts.rate_us and math.tointeger(opts.rate_us) })
   if not ok then
     set_mode()
     error(mon, 0) -- as perfmon.monitor raised it

@@ -77,7 +77,8 @@ end
 -- The server
 ---------------------------------------------------------------------------
 
--- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), noop (load
+-- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), rate_us (its
+-- perfmon_rate_us), noop (load
 -- mod_noophook), iterations (mod_perfmon_test's burn), jank_ms (the
 -- watcher's threshold; 10 ms), callgrind (run under it).
 local function write_config(srv, opts)
@@ -112,7 +113,8 @@ VirtualHost "%s"
 VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
 ]]):format(d, d, d, d, SOURCE, SOURCE, SOURCE, opts.perfmon and '"perfmon", ' or "",
     opts.noop and '"noophook", ' or "", srv.c2s_port, srv.http_port, opts.jank_ms or 10, opts.iterations,
-    opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "", d, HOST, OTHER_HOST))
+    (opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "")
+      .. (opts.rate_us and ("\nperfmon_rate_us = %s"):format(opts.rate_us) or ""), d, HOST, OTHER_HOST))
   f:close()
 end
 
@@ -449,10 +451,24 @@ local function test_bad_mode()
   print("prosody test: perfmon_mode = \"fast\": " .. errors[1])
 end
 
+-- A sampled monitor's period out of range: perfmon.monitor's error, naming
+-- rate_us, in the log; mod_perfmon does not load.
+local function test_bad_rate()
+  local shown, log = with_server({ perfmon = true, mode = "sampled", rate_us = 50, iterations = 0 },
+    function(srv) return shell(srv.dir, "perfmon", "show") end)
+  local errors = {}
+  for line in log:gmatch("[^\n]*\terror\t[^\n]*") do errors[#errors + 1] = line end
+  check(#errors > 0 and errors[1]:match("mod_perfmon") and errors[1]:match("rate_us"),
+    "no error naming mod_perfmon and rate_us for perfmon_rate_us = 50:\n%s", log)
+  check(not shown:match("CPU time per module"), "mod_perfmon loaded with perfmon_rate_us = 50:\n%s", shown)
+  print("prosody test: perfmon_rate_us = 50: " .. errors[1])
+end
+
 local function test()
   test_enabled()
   test_loaded_late()
   test_bad_mode()
+  test_bad_rate()
   print("prosody test: OK")
 end
 
