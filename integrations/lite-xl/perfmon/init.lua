@@ -42,6 +42,7 @@ config.plugins.perfmon = common.merge({
   profile_rate_us = 1000,
   refresh_s = 1, -- how often the about:performance view is rewritten
   mode = "exact", -- "sampled": no hook, plugins charged from samples
+  rate_us = 4000, -- sampled: µs of CPU time between two samples
   diagnosis_s = 10, -- sampled: after a warning, measure exactly this long
 }, config.plugins.perfmon)
 local conf = config.plugins.perfmon
@@ -84,7 +85,8 @@ local own = model.group_of(debug.getinfo(1, "S").source:sub(2), DATADIR, USERDIR
 local lib = package.searchpath("perfmon", package.path)
 if own and lib then perfmon.attach_source(lib:match("^(.*[/\\])"), by_name[own]) end
 
-M.monitor = perfmon.monitor { "jank", "ticks", mode = conf.mode }
+local rate_us = conf.mode == "sampled" and conf.rate_us or nil
+M.monitor = perfmon.monitor { "jank", "ticks", mode = conf.mode, rate_us = rate_us }
 
 ---------------------------------------------------------------------------
 -- Events: each core.step, each pass of the thread scheduler
@@ -142,6 +144,7 @@ M.watcher = plugin_watcher.new {
     core.warn("perfmon: %s", w.message)
   end,
   mode = conf.mode, -- the watcher's too
+  rate_us = rate_us,
   escalate_ms = conf.mode == "sampled" and conf.diagnosis_s * 1000 or nil,
   on_diagnosis = function(d)
     local st = d.stats or { self_us = 0, events = 0 }
