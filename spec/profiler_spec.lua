@@ -122,6 +122,18 @@ local function sigprof_clocks()
   return clocks
 end
 
+-- How many perf events this process holds open (the "cpu" timer's), by
+-- the descriptors Linux lists.
+local function perf_events()
+  local f = assert(io.open("/proc/self/stat"))
+  local pid = f:read("l"):match("^%d+")
+  f:close()
+  local p = assert(io.popen("ls -l /proc/" .. pid .. "/fd"))
+  local n = select(2, p:read("a"):gsub("anon_inode:%[perf_event%]", ""))
+  p:close()
+  return n
+end
+
 local function anchored(value)
   for _, v in pairs(debug.getregistry()) do
     if rawequal(v, value) then return true end
@@ -378,11 +390,11 @@ describe("perfmon.profiler", function()
       raises(function() p:start(nil, nil, { "tick" }) end,
         "bad argument #3 to 'start' (unknown option 1; the options are: timer)")
       raises(function() p:start(1000, 0, { timer = "fast" }) end,
-        "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got 'fast')")
+        "bad argument #3 to 'start' (timer 'precise', 'tick' or 'cpu' expected, got 'fast')")
       raises(function() p:start(1000, 0, { timer = true }) end,
-        "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got boolean)")
+        "bad argument #3 to 'start' (timer 'precise', 'tick' or 'cpu' expected, got boolean)")
       raises(function() p:start(1000, 0, { timer = "tick\0" }) end,
-        "bad argument #3 to 'start' (timer 'precise' or 'tick' expected, got 'tick')")
+        "bad argument #3 to 'start' (timer 'precise', 'tick' or 'cpu' expected, got 'tick')")
       raises(function() p:start(1000, 0.5) end,
         "bad argument #2 to 'start' (integer number of samples expected, got 0.5)")
       raises(function() p.start() end,
@@ -769,7 +781,7 @@ describe("perfmon.profiler", function()
     -- the scheduler preempt a thread whose time slice is over there and
     -- then, rather than at its next tick: on a loaded machine such a
     -- thread can run between ticks, and a "tick" timer, which the kernel
-    -- checks at the tick, sees few.  docs/profiler.md, "Two timers".)
+    -- checks at the tick, sees few.  docs/profiler.md, "The timers".)
     local function run_for(ms, fn)
       local t0, n = os.clock(), 0
       repeat fn() n = n + 1 until os.clock() - t0 >= 0.02
@@ -817,7 +829,7 @@ describe("perfmon.profiler", function()
     end
 
     it("counts the periods of the thread's CPU time as the precise timer does", function()
-      for _, timer in ipairs{ "precise", "tick" } do
+      for _, timer in ipairs{ "precise", "tick", "cpu" } do
         local n, expected = periods(timer, 1000, 200)
         local why = ("%s: %d periods counted of %.1f ms of CPU"):format(timer, n, expected)
         -- never more than the CPU time; less by at most the periods since
@@ -867,6 +879,29 @@ describe("perfmon.profiler", function()
       assert.are.same({ "monotonic" }, sigprof_clocks())
       p:stop()
       assert.are.equal(0, sigprof_timers())
+    end)
+
+    it('samples every period on the "cpu" timer, and stop closes its event', function()
+      local n, expected, taken = periods("cpu", 1000, 200)
+      local timer = p:results().timer
+      assert.is_truthy(timer == "cpu" or timer == "tick", timer)
+      assert.are.equal(0, perf_events())
+      assert.are.equal(0, sigprof_timers())
+      assert.is_false(sigprof_handled())
+      if timer == "tick" then
+        pending("the kernel refused the perf event here: the tick timer sampled")
+        return
+      end
+      -- a sample a period, each of weight 1 (or a few where one landed in
+      -- a system call or the machine was loaded), where the tick timer
+      -- takes one a tick (a quarter of them at HZ = 250)
+      local why = ("%d periods in %d samples, %.1f ms of CPU"):format(n, taken, expected)
+      assert.is_true(taken >= expected * 0.6, why)
+      p:start(1000, nil, { timer = "cpu" })
+      assert.are.equal(1, perf_events())
+      assert.are.equal(0, sigprof_timers()) -- no POSIX timer
+      p:stop()
+      assert.are.equal(0, perf_events())
     end)
 
     it("is forcibly stopped, stops and resets as the precise one does", function()

@@ -93,10 +93,12 @@ end
 -- thread's CPU time (default 1000), at most max_samples kept (default 0:
 -- unlimited; with a maximum, the oldest go first).  Another profiler
 -- running on this lua_State is forcibly stopped.  options.timer: "precise"
--- (default), a timer signal every period of wall time; or "tick", one on
+-- (default), a timer signal every period of wall time; "tick", one on
 -- the thread's CPU clock, which the kernel checks at its scheduler tick:
 -- at most HZ samples a second, each weighing the periods since the last,
--- and no timer interrupt of its own (docs/profiler.md, "Two timers").
+-- and no timer interrupt of its own; or "cpu", a perf event on the
+-- thread's CPU time, a signal every period of it, none while it waits
+-- ("tick" where the kernel refuses one) (docs/profiler.md, "The timers").
 function Profiler:start(sample_rate_us, max_samples, options)
   check_profiler(self, "start")
   -- The core checks the arguments (naming start, as this caller counts
@@ -170,7 +172,7 @@ local function func_copy(f)
 end
 
 --- The trie of every stack sampled since reset():
--- { samples, gc_samples, micros, max_depth, truncated, throttled,
+-- { samples, gc_samples, micros, max_depth, truncated, throttled, timer,
 --   children = { { func = {file, line, name, what, group, group_id},
 --   site = {file, line}, samples, self_count, data, children }, ... } }.
 -- Counts are sampling periods: a sample of weight w counts w times;
@@ -179,12 +181,15 @@ end
 -- whose stack was deeper (their paths begin max_depth frames down).
 -- throttled counts the samples put off past a period because the profiler's
 -- own cost was high (a fast rate, a deep stack): they weigh more instead.
+-- timer is the one the last start ran: "precise", "tick", or "cpu" ("tick"
+-- where the kernel refused the perf event "cpu" asked for).
 function Profiler:results()
   check_profiler(self, "results")
   local d = snapshot(self)
   local nodes = d.nodes
   local root = { samples = d.total, gc_samples = d.gc, micros = math.floor(d.micros),
                  max_depth = d.max_depth, truncated = d.truncated, throttled = d.throttled,
+                 timer = d.timer,
                  self_count = 0, children = {} }
   local made = {}
   for i = 1, d.n do -- a parent is always made before its children

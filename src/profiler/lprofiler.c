@@ -18,7 +18,7 @@ static const char *const state_names[] = {"new", "running", "stopped", "forced",
                                           "collected"};
 
 /* PM_TIMER_*, as p:start's option `timer` names them */
-static const char *const timer_names[] = {"precise", "tick", NULL};
+static const char *const timer_names[] = {"precise", "tick", "cpu", NULL};
 
 static pm_Profiler *check_profiler (lua_State *L) {
   return luaL_checkudata(L, 1, PROFILER_MT);
@@ -104,12 +104,12 @@ static int check_timer (lua_State *L, int arg) {
           memcmp(name, timer_names[timer], len) == 0)
         break;
     if (timer_names[timer] == NULL)
-      start_argerror(
-          L, arg,
-          lua_pushfstring(L, "timer 'precise' or 'tick' expected, got %s",
-                          lua_type(L, -1) == LUA_TSTRING
-                              ? lua_pushfstring(L, "'%s'", name)
-                              : luaL_typename(L, -1)));
+      start_argerror(L, arg,
+                     lua_pushfstring(
+                         L, "timer 'precise', 'tick' or 'cpu' expected, got %s",
+                         lua_type(L, -1) == LUA_TSTRING
+                             ? lua_pushfstring(L, "'%s'", name)
+                             : luaL_typename(L, -1)));
   }
   lua_pop(L, 1);
   return timer;
@@ -329,6 +329,8 @@ static int dump (lua_State *L) {
   set_num(L, "start_time_us",
           P->start_realtime != 0 ? P->start_realtime : pm_realtime_us());
   set_num(L, "interval_us", P->interval_us);
+  lua_pushstring(L, timer_names[P->s.timer]); /* "tick" where "cpu" fell back */
+  lua_setfield(L, -2, "timer");
   set_int(L, "pid", (lua_Integer)getpid());
   lua_pushstring(L, state_names[P->state]);
   lua_setfield(L, -2, "state");
