@@ -164,8 +164,10 @@ static atomic_int inflight[PROF_SLOTS];
 #if PROF_TIMERS
 static timer_t timers[PROF_SLOTS];
 #endif
+#if PROF_CPU_TIMER
 /* the CPU timer's event of each slot, as its descriptor + 1 (0: none) */
 static atomic_int cpu_fds[PROF_SLOTS];
+#endif
 static atomic_uint generation;
 static atomic_flag handler_lock = ATOMIC_FLAG_INIT;
 /* under handler_lock: */
@@ -190,11 +192,13 @@ static void chain (int sig, siginfo_t *si, void *uc) {
 ** the stack: a deep one) is kept out of the count, as a long sample is: the periods
 ** are the program's CPU time, and the sampler cannot starve it. */
 static void count_periods (pm_Sampler *s, uint64_t now) {
-  uint64_t k, w0;
+  uint64_t k, w0, period = atomic_load(&s->next_period_ns);
   lua_State *t;
   int asked;
   if (atomic_load(&s->sampling))
     return; /* the hook is at work: its time is not counted */
+  if (period != 0)
+    s->period_ns = period; /* pm_sampler_retime's, while no hook reads it */
   k = now > s->cpu_mark ? (now - s->cpu_mark) / s->period_ns : 0;
   if (k == 0)
     return;
@@ -283,14 +287,17 @@ static void rearm (pm_Sampler *s, uint64_t entry, uint64_t entry_cpu) {
 /* The slot of the timer that sent si, or -1: a POSIX timer's signal
 ** carries its tag, the CPU timer's the descriptor of its event. */
 static int slot_of (const siginfo_t *si) {
-  int i;
   if (si->si_code == SI_TIMER)
     return si->si_value.sival_int >= 0 ? si->si_value.sival_int % PROF_SLOTS
                                        : -1;
-  if (si->si_code == POLL_IN)
+#if PROF_CPU_TIMER
+  if (si->si_code == POLL_IN) {
+    int i;
     for (i = 0; i < PROF_SLOTS; i++)
       if (atomic_load(&cpu_fds[i]) == si->si_fd + 1)
         return i;
+  }
+#endif
   return -1;
 }
 
@@ -299,7 +306,11 @@ static int slot_of (const siginfo_t *si) {
 static int sent_by (pm_Sampler *s, const siginfo_t *si) {
   if (si->si_code == SI_TIMER)
     return atomic_load(&s->tag) == si->si_value.sival_int;
+#if PROF_CPU_TIMER
   return s->fd >= 0 && s->fd == si->si_fd;
+#else
+  return 0;
+#endif
 }
 
 /* Async-signal-safe: atomics, clock_gettime, ioctl, pm_hook_request (as
@@ -315,10 +326,7 @@ static void on_signal (int sig, siginfo_t *si, void *uc) {
     s = atomic_load(&slots[i]);
     if (s != NULL && sent_by(s, si)) {
       uint64_t entry = mono_ns(), entry_cpu = thread_cpu_ns();
-      uint64_t period = atomic_load(&s->next_period_ns);
       ours = 1;
-      if (period != 0)
-        s->period_ns = period; /* pm_sampler_retime: the handler's own */
       count_periods(s, entry_cpu);
 #if PROF_TIMERS
       rearm(s, entry, entry_cpu);
@@ -495,7 +503,9 @@ static int timer_close (pm_Sampler *s) {
     timer_delete(timers[s->slot]);
     return -1;
   }
+#if PROF_CPU_TIMER
   atomic_store(&cpu_fds[s->slot], 0);
+#endif
   close(fd);
   s->fd = -1;
   return fd;
