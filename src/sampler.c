@@ -431,13 +431,16 @@ static clockid_t timer_clock (const pm_Sampler *s) {
 ** counts the thread's CPU time (task-clock) on a high-resolution timer,
 ** which runs only while the thread does: a signal every period of its
 ** CPU time, none while it waits.  The signal comes as the event's
-** descriptor becomes readable (F_SETSIG), to the thread alone.  Where
-** the kernel allows only its user-mode time to be watched
-** (perf_event_paranoid 2, without CAP_PERFMON), a period that ends in a
-** system call sends nothing, and the next sample counts it: code that
-** lives in system calls is sampled less often.  -1 where the kernel
-** refuses it: perf_event_paranoid above 2 (Debian's default) without
-** CAP_PERFMON, a container's seccomp profile, no perf events. */
+** descriptor becomes readable (F_SETSIG), to the thread alone; a period
+** that ends in a system call sends it as the call returns, to the code
+** that made it.  -1 where the kernel refuses it: perf_event_paranoid 2
+** or more without CAP_PERFMON (Debian's default is 3), a container's
+** seccomp profile, no perf events.  At level 2 the kernel would give its
+** user-mode time alone, where a period that ends in a system call sends
+** nothing and the next sample takes it, whatever code runs then: the
+** time of code that lives in system calls would go to other code, so
+** the tick timer is used instead, as the kernel checks it at its tick
+** whatever mode the thread was in. */
 static int cpu_timer_open (const pm_Sampler *s) {
   struct perf_event_attr a;
   struct f_owner_ex owner;
@@ -450,10 +453,6 @@ static int cpu_timer_open (const pm_Sampler *s) {
   a.wakeup_events = 1;
   a.disabled = 1;
   fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0 && (errno == EACCES || errno == EPERM)) {
-    a.exclude_kernel = a.exclude_hv = 1;
-    fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  }
   if (fd < 0)
     return -1;
   owner.type = F_OWNER_TID;
