@@ -437,38 +437,29 @@ local function test_loaded_late()
   check_log(log, false)
 end
 
--- A mode mod_perfmon does not know: it says so, naming the option, and
--- does not load; the server runs without it.
-local function test_bad_mode()
-  local shown, log = with_server({ perfmon = true, mode = "fast", iterations = 0 }, function(srv)
+-- A setting mod_perfmon cannot take (opts: the server's): it says so in
+-- the log, naming the option, and does not load; the server runs without
+-- it.  setting: the line of configuration, for the messages.
+local function test_refused(opts, option, setting)
+  opts.perfmon, opts.iterations = true, 0
+  local shown, log = with_server(opts, function(srv)
     return shell(srv.dir, "perfmon", "show")
   end)
   local errors = {}
   for line in log:gmatch("[^\n]*\terror\t[^\n]*") do errors[#errors + 1] = line end
-  check(#errors > 0 and errors[1]:match("mod_perfmon") and errors[1]:match("perfmon_mode"),
-    "no error naming mod_perfmon and perfmon_mode for perfmon_mode = \"fast\":\n%s", log)
-  check(not shown:match("CPU time per module"), "mod_perfmon loaded with perfmon_mode = \"fast\":\n%s", shown)
-  print("prosody test: perfmon_mode = \"fast\": " .. errors[1])
-end
-
--- A sampled monitor's period out of range: perfmon.monitor's error, naming
--- rate_us, in the log; mod_perfmon does not load.
-local function test_bad_rate()
-  local shown, log = with_server({ perfmon = true, mode = "sampled", rate_us = 50, iterations = 0 },
-    function(srv) return shell(srv.dir, "perfmon", "show") end)
-  local errors = {}
-  for line in log:gmatch("[^\n]*\terror\t[^\n]*") do errors[#errors + 1] = line end
-  check(#errors > 0 and errors[1]:match("mod_perfmon") and errors[1]:match("rate_us"),
-    "no error naming mod_perfmon and rate_us for perfmon_rate_us = 50:\n%s", log)
-  check(not shown:match("CPU time per module"), "mod_perfmon loaded with perfmon_rate_us = 50:\n%s", shown)
-  print("prosody test: perfmon_rate_us = 50: " .. errors[1])
+  check(#errors > 0 and errors[1]:match("mod_perfmon") and errors[1]:match(option),
+    "no error naming mod_perfmon and %s for %s:\n%s", option, setting, log)
+  check(not shown:match("CPU time per module"), "mod_perfmon loaded with %s:\n%s", setting, shown)
+  print(("prosody test: %s: %s"):format(setting, errors[1]))
 end
 
 local function test()
   test_enabled()
   test_loaded_late()
-  test_bad_mode()
-  test_bad_rate()
+  -- a mode it does not know, and a sampled monitor's period out of range
+  -- (perfmon.monitor's error)
+  test_refused({ mode = "fast" }, "perfmon_mode", 'perfmon_mode = "fast"')
+  test_refused({ mode = "sampled", rate_us = 50 }, "rate_us", "perfmon_rate_us = 50")
   print("prosody test: OK")
 end
 
