@@ -206,9 +206,8 @@ const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
     return "not enough memory";
   pm_sampler_init(sm, S, take);
   sm->timer = sampled_timer();
-  sm->period_ns = sm->timer == PM_TIMER_CPU ? (uint64_t)rate_us * 1000u
-                                            : PM_SAMPLED_TICK_NS;
-  sm->tick_period_ns = PM_SAMPLED_TICK_NS; /* where the kernel refuses */
+  sm->period_ns = (uint64_t)rate_us * 1000u;
+  sm->tick_period_ns = PM_SAMPLED_TICK_NS;
   if ((err = pm_sampler_start(sm)) != NULL) {
     pm_free(&S->e, sm, sizeof(*sm));
     return err;

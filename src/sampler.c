@@ -468,8 +468,9 @@ static int cpu_timer_open (const pm_Sampler *s) {
 #endif
 
 /* Creates slot i's timer, sending ev: the CPU timer where s asks for it
-** and the kernel gives it, else the tick timer; a POSIX timer on the
-** clock s->timer says otherwise.  Returns 0 when there is none. */
+** and the kernel gives it, else the tick timer (every tick_period_ns, if
+** s gives one); a POSIX timer on the clock s->timer says otherwise.
+** Returns 0 when there is none. */
 static int timer_open (pm_Sampler *s, int i, struct sigevent *ev) {
   if (s->timer == PM_TIMER_CPU) {
 #if PROF_CPU_TIMER
@@ -479,9 +480,9 @@ static int timer_open (pm_Sampler *s, int i, struct sigevent *ev) {
     }
 #endif
     s->timer = PM_TIMER_TICK;
-    if (s->tick_period_ns != 0)
-      s->period_ns = s->tick_period_ns;
   }
+  if (s->timer == PM_TIMER_TICK && s->tick_period_ns != 0)
+    s->period_ns = s->tick_period_ns;
   return timer_create(timer_clock(s), ev, &timers[i]) == 0;
 }
 

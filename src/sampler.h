@@ -52,7 +52,7 @@ struct pm_Sampler {
   uint64_t period_ns;
   _Atomic(uint64_t) next_period_ns; /* pm_sampler_retime's, or 0 */
   int timer; /* PM_TIMER_* */
-  uint64_t tick_period_ns; /* the period where "cpu" falls back (0: same) */
+  uint64_t tick_period_ns; /* the period on the tick timer (0: period_ns) */
   uint64_t cpu_mark; /* thread CPU time whose periods were counted */
   uint64_t asked_cpu; /* thread CPU time at the last request */
   atomic_uint pending; /* periods since the last sample */

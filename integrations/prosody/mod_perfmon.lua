@@ -39,7 +39,6 @@ end
 -- Sampled: a sample every perfmon_rate_us µs of the thread's CPU time;
 -- perfmon.monitor refuses what is not a whole number in [100, 1000000].
 local rate_us = mode == "sampled" and module:get_option_number("perfmon_rate_us", 4000) or nil;
-rate_us = rate_us and (math.tointeger(rate_us) or rate_us);
 local monitor = perfmon.monitor { "jank", "ticks", mode = mode, rate_us = rate_us };
 
 ---------------------------------------------------------------------------

@@ -154,8 +154,7 @@ function PluginWatcher.new(opts)
   for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
   if #running == 0 then base_mode = watcher.configure().mode end
   watcher.configure { mode = self.mode }
-  local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode,
-    rate_us = opts.rate_us and math.tointeger(opts.rate_us) })
+  local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode, rate_us = opts.rate_us })
   if not ok then
     set_mode()
     error(mon, 0) -- as perfmon.monitor raised it
