@@ -355,7 +355,7 @@ int pm_hook_nested_leave (pm_State *S) {
 ** to the one it was resumed from, where its resumer runs on; t runs over
 ** the context left, or runs again in its own.  A blocking call it was
 ** suspended in goes on in its context. */
-static void thread_switch (pm_Thread *t) {
+static PM_INLINE void thread_switch (pm_Thread *t) {
   pm_Engine *E = &t->S->e;
   pm_Thread *prev = t->S->current;
   pm_Ctx *ctx = E->ctx;
@@ -737,12 +737,38 @@ static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
     call_probed(L, ar, t);
 }
 
+/* A call or return in another thread than the last event's, on the fast
+** path: a coroutine switch.  Where L's record is among the recent ones
+** and has frames, the switch is made here and the event goes on as in the
+** cached thread; a thread not seen lately or seen for the first time goes
+** to on_event_slow, which finds its record in the state's map. */
+static PM_NOINLINE void on_switch (lua_State *L, lua_Debug *ar) {
+  unsigned ep = atomic_load_explicit(&epoch, memory_order_relaxed);
+  pm_Thread *t = recent_find(L, ep);
+  if (t == NULL || !t->seeded || t->n == 0 || ar->event == LUA_HOOKCOUNT ||
+      ar->event == LUA_HOOKLINE) {
+    on_event_slow(L, ar, 1);
+    return;
+  }
+  last.L = L;
+  last.t = t;
+  last.epoch = ep;
+  if (!t->current)
+    thread_switch(t);
+  if (ar->event != LUA_HOOKRET)
+    call_fast(L, ar, t);
+  else if (t->f[t->n - 1].ci == ar->i_ci)
+    pop(t);
+  else
+    on_event_slow(L, ar, 1);
+}
+
 /* The common cases, read from the frames (the fast path only), in the
 ** cached thread: the return of the top frame pops it, a call goes to
-** call_fast.  Everything else (a sample, a change of thread, a tail call,
-** frames an error unwound, a function not seen before, resume and wrap
-** where a coroutine may lack the hook, a full shadow stack) goes to
-** on_event_slow. */
+** call_fast; an event in another thread goes to on_switch.  Everything
+** else (a sample, a tail call, frames an error unwound, a function not
+** seen before, resume and wrap where a coroutine may lack the hook, a
+** full shadow stack) goes to on_event_slow. */
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
   if (fast && cached(L) && t->n > 0) {
@@ -754,6 +780,9 @@ static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
       pop(t);
       return;
     }
+  } else if (fast && last.L != L) {
+    on_switch(L, ar);
+    return;
   }
   on_event_slow(L, ar, fast);
 }
