@@ -46,7 +46,8 @@ describe("the API fuzzer", function()
                  self_user_us = self or cpu, self_system_us = 0, self_us = self or cpu,
                  ticks = ticks or 0, durations = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
                  events = 0, event_us = 0, self_event_us = 0, alloc_bytes = 0,
-                 alloc_count = 0, self_alloc_bytes = 0, self_alloc_count = 0 }
+                 alloc_count = 0, self_alloc_bytes = 0, self_alloc_count = 0,
+                 samples = 0, self_samples = 0 }
       end
       return { time = 0, process = st(0, process_cpu),
                groups = { st(1, group_cpu, group_self) } }

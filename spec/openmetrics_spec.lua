@@ -114,6 +114,7 @@ describe("perfmon.openmetrics", function()
       ticks = "counter", events = "counter", event_cpu_seconds = "histogram",
       event_self_cpu_seconds = "histogram", alloc_bytes = "counter",
       self_alloc_bytes = "counter", allocs = "counter", self_allocs = "counter",
+      stack_samples = "counter", self_stack_samples = "counter",
     }
     for base, mtype in pairs(want) do
       for _, fam in ipairs{ "perfmon_" .. base, "perfmon_process_" .. base } do
@@ -124,7 +125,7 @@ describe("perfmon.openmetrics", function()
         if fam:match("_seconds$") then assert.equals("seconds", f.UNIT) end
       end
     end
-    assert.equals(22, #r.order)
+    assert.equals(26, #r.order)
     for _, g in ipairs{ janky, cheap, idle } do
       local st = snap.groups[g.id]
       local l = { name = g.name, id = tostring(g.id), kind = g.kind }
@@ -144,6 +145,8 @@ describe("perfmon.openmetrics", function()
       assert.equals(st.self_alloc_count, v("perfmon_self_allocs_total"))
       assert.equals(st.blocking_us / 1e6, v("perfmon_blocking_seconds_total"))
       assert.equals(st.ticks, v("perfmon_ticks_total"))
+      assert.equals(st.samples, v("perfmon_stack_samples_total"))
+      assert.equals(st.self_samples, v("perfmon_self_stack_samples_total"))
       assert.equals(st.events, v("perfmon_events_total"))
       assert.equals(st.events, v("perfmon_event_cpu_seconds_count"))
       assert.equals(st.event_us / 1e6, v("perfmon_event_cpu_seconds_sum"))

@@ -139,6 +139,49 @@ describe("a sampled monitor", function()
     assert.is_true(stats(d, gapp).self_us <= stats(d, gapp).cpu_us)
   end)
 
+  it("counts the samples each figure is made of", function()
+    truth.alone(pending)
+    local glib, lib = plugin("lib", "return function(ms) local us = burn(ms) return us end")
+    local gapp, app = plugin("app", [[
+      local lib = ...
+      return function(i)
+        burn(2 + i % 3)
+        local us = lib(3 + i % 5) -- not a tail call: app stays on the stack
+        return us
+      end]], lib)
+    do -- an exact monitor takes none
+      local exact <close> = perfmon.monitor { "jank" }
+      local before = exact:snapshot()
+      for i = 1, 5 do perfmon.event(app, i) end
+      local d = exact:snapshot():subtract(before)
+      assert.are.equal(0, stats(d, gapp).samples)
+      assert.are.equal(0, d.process.samples)
+    end
+    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local before = mon:snapshot()
+    local s0 = perfmon.info().samples -- none can come between: no event runs
+    for i = 1, 50 do perfmon.event(app, i) end
+    local s1 = perfmon.info().samples
+    local d = mon:snapshot():subtract(before)
+    local taken = perfmon.info().samples - s0
+    local a, l = stats(d, gapp), stats(d, glib)
+    -- every sample is the process's, and its own (one may come while the
+    -- snapshot is made)
+    assert(d.process.samples >= s1 - s0 and d.process.samples <= taken,
+      ("the process has %d samples, %d to %d were taken"):format(d.process.samples, s1 - s0, taken))
+    assert.are.equal(d.process.samples, d.process.self_samples)
+    assert(l.samples > 0, "no sample found lib")
+    -- lib runs only under app: a sample that finds app finds it innermost
+    -- or lib innermost, never both
+    assert.are.equal(l.samples, l.self_samples)
+    assert.are.equal(a.samples, a.self_samples + l.self_samples)
+    assert.is_true(a.samples <= taken)
+    -- a sample weighs about a period of the timer (1 or 4 ms; more where
+    -- the kernel held a signal back), so the counts go with the times
+    local per = a.cpu_us / a.samples
+    assert(per > 500 and per < 50000, ("app: %d samples for %.1f ms"):format(a.samples, a.cpu_us / 1000))
+  end)
+
   it("charges a coroutine's work to its plugin and to the code that resumed it", function()
     truth.alone(pending)
     if core.info().running ~= "resumes" then

@@ -131,6 +131,7 @@ struct pm_Engine {
   pm_Stats process;
   int sampled; /* sampled monitors are open: samples charge groups */
   uint64_t samples; /* samples that charged groups */
+  uint64_t samples_committed; /* of those, the ones in process.samples */
   pm_CpuTime sample_time; /* the thread's CPU time at the last sample */
   pm_CpuTime sample_dt; /* what the sample being taken charges */
   double sample_event_us; /* the part of it in this period (its event) */

@@ -41,7 +41,8 @@ typedef struct pm_Allocs {
 
 /* A group's totals.  cpu: CPU time while the group was on the stack
 ** (inclusive); self: while it was in the innermost frame's set; alloc and
-** self_alloc: the memory allocated meanwhile. */
+** self_alloc: the memory allocated meanwhile; samples and self_samples:
+** in sampled mode, the samples its cpu and self are made of. */
 typedef struct pm_Stats {
   /* what every event a group runs in adds to, first and together */
   uint64_t ticks;
@@ -52,6 +53,7 @@ typedef struct pm_Stats {
   pm_Allocs alloc, self_alloc;
   uint64_t durations[PM_DURATIONS]; /* of its CPU time per event */
   uint64_t self_durations[PM_DURATIONS]; /* of its self time per event */
+  uint64_t samples, self_samples;
 } pm_Stats;
 
 /* Cycles charged to a group and the CPU time windows made of them
@@ -90,7 +92,7 @@ struct pm_Group {
   double recent_blocking;
   /* sampled mode (pm_sw_sample): how many samples charged it in this
   ** period, and its time in the period's event, inclusive and self */
-  uint64_t recent_samples;
+  uint64_t recent_samples, recent_self_samples;
   double sample_event_us, sample_self_us;
   uint64_t in_window; /* the window it is listed in */
   pm_Group *next_windowed;

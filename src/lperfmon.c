@@ -417,6 +417,10 @@ static void push_stats (lua_State *L, int id, const char *name,
   lua_setfield(L, -2, "self_alloc_count");
   lua_pushinteger(L, (lua_Integer)st->ticks);
   lua_setfield(L, -2, "ticks");
+  lua_pushinteger(L, (lua_Integer)st->samples);
+  lua_setfield(L, -2, "samples");
+  lua_pushinteger(L, (lua_Integer)st->self_samples);
+  lua_setfield(L, -2, "self_samples");
   set_histogram(L, "durations", st->durations);
   set_histogram(L, "self_durations", st->self_durations);
   for (k = 0; k < PM_DURATIONS; k++)

@@ -508,6 +508,8 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
   }
   if (!E->quiet) {
     g->total.ticks += g->recent_ticks;
+    g->total.samples += g->recent_samples;
+    g->total.self_samples += g->recent_self_samples;
     if (g->recent_blocking != 0)
       g->total.blocking_us += g->recent_blocking;
     if (HAS(E, PM_PROBE_MEMORY)) {
@@ -524,7 +526,7 @@ static void commit_group (pm_Engine *E, pm_Group *g, double per_cycle,
     }
   }
   g->recent_cycles = 0;
-  g->recent_samples = 0;
+  g->recent_samples = g->recent_self_samples = 0;
   g->sample_event_us = g->sample_self_us = 0;
   g->recent_blocking = 0;
   g->recent_ticks = 0;
@@ -564,6 +566,10 @@ static void commit (pm_Engine *E, int kind) {
     histogram(&E->process, event_us, event_us); /* all the process's */
   if (is_event && HAS(E, PM_PROBE_TICKS))
     E->process.ticks++; /* the process is entered once per event */
+  /* every sample is the process's, and its own (self) */
+  E->process.samples += E->samples - E->samples_committed;
+  E->process.self_samples += E->samples - E->samples_committed;
+  E->samples_committed = E->samples;
   if (is_event)
     sample_tail(E, now, per_cycle, event_us - E->sample_event_sum);
   E->sample_event_sum = 0;
@@ -942,6 +948,7 @@ void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
     credit(&g->all.period_time, &E->sample_dt, 1);
     g->sample_event_us += E->sample_event_us;
     if (self) {
+      g->recent_self_samples++;
       g->sample_self = E->samples;
       credit(&g->self.period_time, &E->sample_dt, 1);
       g->sample_self_us += E->sample_event_us;

@@ -11,7 +11,9 @@ local perfmon = {}
 local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "self_user_us",
   "self_system_us", "self_us", "blocking_us", "ticks", "events", "event_us",
   "self_event_us", "alloc_bytes", "alloc_count", "self_alloc_bytes",
-  "self_alloc_count" }
+  "self_alloc_count", "samples", "self_samples" }
+-- Fields a snapshot written before they existed lacks: they read as 0.
+local LATER_FIELDS = { samples = true, self_samples = true }
 local HISTOGRAMS = { "durations", "self_durations" }
 
 local args = require("perfmon.args")
@@ -337,7 +339,9 @@ local function stats_from_json(st, where)
     kind = json_string(st.kind, where .. ".kind"),
     memberships = json_list(st.memberships, where .. ".memberships"),
   }
-  for _, f in ipairs(STAT_FIELDS) do out[f] = json_int(st[f], where .. "." .. f) end
+  for _, f in ipairs(STAT_FIELDS) do
+    out[f] = (st[f] == nil and LATER_FIELDS[f]) and 0 or json_int(st[f], where .. "." .. f)
+  end
   for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where .. "." .. h, 10) end
   out.longest = longest(out.durations)
   return out

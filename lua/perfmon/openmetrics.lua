@@ -115,7 +115,7 @@ end
 
 local STATS = { "user_us", "system_us", "self_user_us", "self_system_us",
   "blocking_us", "ticks", "events", "event_us", "self_event_us", "alloc_bytes",
-  "alloc_count", "self_alloc_bytes", "self_alloc_count" }
+  "alloc_count", "self_alloc_bytes", "self_alloc_count", "samples", "self_samples" }
 
 -- Whether st holds the numbers a stats record of a snapshot holds.
 local function is_stats(st)
@@ -224,6 +224,16 @@ local FAMILIES = {
     function(out, name, labels, st)
       out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.events))
     end },
+  { "stack_samples", "counter", nil,
+    "Samples its CPU time is made of, in sampled mode (for the process: every sample)",
+    function(out, name, labels, st)
+      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.samples))
+    end },
+  { "self_stack_samples", "counter", nil,
+    "Samples its self time is made of, in sampled mode",
+    function(out, name, labels, st)
+      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.self_samples))
+    end },
   { "event_cpu_seconds", "histogram", "seconds",
     "CPU time in each event run in (the jank histogram)",
     per_event("durations", "event_us") },
@@ -244,7 +254,8 @@ end
 -- per group, with labels name, kind, id and opts.labels, the families
 -- <prefix>cpu_seconds and self_cpu_seconds (counters, mode = user |
 -- system), blocking_seconds, alloc_bytes, self_alloc_bytes, allocs,
--- self_allocs, ticks, events (counters), event_cpu_seconds
+-- self_allocs, ticks, events, stack_samples, self_stack_samples (counters),
+-- event_cpu_seconds
 -- and event_self_cpu_seconds (histograms); the same for the process as
 -- <prefix>process_*.  opts.prefix: "perfmon_" by default.
 function openmetrics.encode(snap, opts)

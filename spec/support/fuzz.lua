@@ -20,7 +20,8 @@
 --     and no group disappears;
 --   * the process bounds every group (user, system, CPU and blocking time,
 --     each bucket of the durations histogram; once a sampled monitor has
---     counted, CPU time but not its split into user and system);
+--     counted, CPU time but not its split into user and system), and no
+--     group has samples before one has;
 --   * perfmon counts as many open monitors of each mode as the fuzzer
 --     holds, and the debug hook is set exactly when an exact one is open;
 --   * an error perfmon raises is either an argument error naming the
@@ -481,9 +482,9 @@ end
 
 local FIELDS = { "user_us", "system_us", "cpu_us", "blocking_us", "ticks", "events", "event_us",
   "self_user_us", "self_system_us", "self_us", "self_event_us", "alloc_bytes", "alloc_count",
-  "self_alloc_bytes", "self_alloc_count" }
+  "self_alloc_bytes", "self_alloc_count", "samples", "self_samples" }
 local BOUNDED = { "user_us", "system_us", "cpu_us", "blocking_us", "self_us", "alloc_bytes",
-  "alloc_count" }
+  "alloc_count", "samples" }
 -- A sample splits its span into user and system time as getrusage saw
 -- that span, the process's windows theirs: once a sampled monitor has
 -- counted, a group's CPU time is bounded by the process's, not its split.
@@ -529,6 +530,10 @@ local function check(F, s, label)
         or st.self_alloc_count > st.alloc_count then
       fail(F, ("%s: group %d (%s) self %d us, %d bytes over inclusive %d us, %d bytes"):format(
         where, id, st.name, st.self_us, st.self_alloc_bytes, st.cpu_us, st.alloc_bytes))
+    end
+    if st.self_samples > st.samples or (st.samples > 0 and not F.sampled) then
+      fail(F, ("%s: group %d (%s) has %d samples, %d self%s"):format(where, id, st.name,
+        st.samples, st.self_samples, F.sampled and "" or ", and no sampled monitor opened"))
     end
     -- a group runs only in events the process counts
     if st.events > s.process.events then
@@ -1048,6 +1053,8 @@ function fuzz.run(opts)
   }, Fuzz)
   F.rng = rng_new(F.seed)
   F.trace = opts.trace
+  -- a sampled monitor of an earlier run counted the groups it left
+  F.sampled = core.stats().process.samples > 0
   local okj, cjson = pcall(require, "cjson")
   F.cjson = okj and cjson or nil
   local okw, watcher = pcall(require, "perfmon.watcher")
