@@ -176,10 +176,11 @@ describe("a sampled monitor", function()
     assert.are.equal(l.samples, l.self_samples)
     assert.are.equal(a.samples, a.self_samples + l.self_samples)
     assert.is_true(a.samples <= taken)
-    -- a sample weighs about a period of the timer (1 or 4 ms; more where
-    -- the kernel held a signal back), so the counts go with the times
+    -- a sample weighs about a period of the timer (1 or 4 ms; tens of ms
+    -- where a loaded kernel held the tick timer's signals back), so the
+    -- counts go with the times
     local per = a.cpu_us / a.samples
-    assert(per > 500 and per < 50000, ("app: %d samples for %.1f ms"):format(a.samples, a.cpu_us / 1000))
+    assert(per > 500 and per < 250000, ("app: %d samples for %.1f ms"):format(a.samples, a.cpu_us / 1000))
   end)
 
   it("charges a coroutine's work to its plugin and to the code that resumed it", function()

@@ -223,10 +223,15 @@ end
 
 local ROW = "%-28s %9.1f %9.1f %6.1f%% %8d  %-10s %s";
 local HEAD = "%-28s %9s %9s %7s %8s  %-10s %s";
+-- The column of counts: the times a module's code was entered, which a
+-- sampled monitor does not count; there, the samples its self time is
+-- made of.
+local COUNT = mode == "sampled" and "samples" or "ticks";
+local COUNT_FIELD = mode == "sampled" and "self_samples" or "ticks";
 
 local function row(label, st, process)
 	return ROW:format(label, st.self_us / 1000, st.cpu_us / 1000,
-		100 * st.self_us / math.max(process.cpu_us, 1), st.ticks,
+		100 * st.self_us / math.max(process.cpu_us, 1), st[COUNT_FIELD],
 		longest(st.self_durations), buckets.histogram(st.self_durations));
 end
 
@@ -251,7 +256,7 @@ local function performance_table(snap)
 		if self_us(a) ~= self_us(b) then return self_us(a) > self_us(b); end
 		return a.group.name < b.group.name;
 	end);
-	local lines = { HEAD:format("module", "self ms", "cpu ms", "share", "ticks", "longest", "self jank histogram (ms:events)") };
+	local lines = { HEAD:format("module", "self ms", "cpu ms", "share", COUNT, "longest", "self jank histogram (ms:events)") };
 	for _, entry in ipairs(entries) do
 		lines[#lines + 1] = row(entry.group.name, snap.groups[entry.group.id], snap.process);
 		for _, inst in ipairs(live_instances(entry)) do

@@ -159,7 +159,7 @@ M.watcher = plugin_watcher.new {
 
 function M.text()
   local snap = M.monitor:snapshot()
-  return model.text(model.rows(snap, M.groups), snap)
+  return model.text(model.rows(snap, M.groups), snap, conf.mode == "sampled" and "samples" or "ticks")
 end
 
 local PerformanceDoc = Doc:extend()

@@ -59,8 +59,9 @@ end
 -- perfmon snapshot), busiest first by self time: a plugin that wraps
 -- core.step or DocView.draw has every later wrapper's time inclusive of
 -- its own, so only self time ranks plugins.  Each row: name, self_us,
--- cpu_us, share (self time, % of the editor's CPU time), ticks, longest
--- and histogram (of the events by the group's self time in each).
+-- cpu_us, share (self time, % of the editor's CPU time), ticks, samples
+-- (those its self time is made of, in sampled mode), longest and histogram
+-- (of the events by the group's self time in each).
 function model.rows(snap, groups)
   if type(snap) ~= "table" or type(snap.groups) ~= "table" or type(snap.process) ~= "table" then
     error("bad argument #1 to 'rows' (perfmon snapshot expected, got " .. type(snap) .. ")", 2)
@@ -77,7 +78,7 @@ function model.rows(snap, groups)
     end
     rows[#rows + 1] = {
       name = g.name, self_us = st.self_us, cpu_us = st.cpu_us,
-      share = 100 * st.self_us / total, ticks = st.ticks,
+      share = 100 * st.self_us / total, ticks = st.ticks, samples = st.self_samples,
       longest = longest(st.self_durations), histogram = buckets.histogram(st.self_durations),
     }
   end
@@ -92,23 +93,31 @@ local ROW = "%-24s %9.1f %9.1f %6.1f%% %8d  %-10s %s"
 local HEAD = "%-24s %9s %9s %7s %8s  %-10s %s"
 
 --- The view's text: a header, the rows, then the whole editor's line from
--- snap.process.
-function model.text(rows, snap)
+-- snap.process.  count: the column of counts, "ticks" (the default: what
+-- an exact monitor counts) or "samples" (a sampled monitor's, which
+-- counts no ticks but a plugin's).
+function model.text(rows, snap, count)
   if type(rows) ~= "table" then
     error("bad argument #1 to 'text' (rows expected, got " .. type(rows) .. ")", 2)
   end
   if type(snap) ~= "table" or type(snap.process) ~= "table" then
     error("bad argument #2 to 'text' (perfmon snapshot expected, got " .. type(snap) .. ")", 2)
   end
+  count = count or "ticks"
+  if count ~= "ticks" and count ~= "samples" then
+    error(("bad argument #3 to 'text' (\"ticks\" or \"samples\" expected, got %s)"):format(
+      type(count) == "string" and ("%q"):format(count) or type(count)), 2)
+  end
   local p = snap.process
-  local lines = { HEAD:format("plugin", "self ms", "cpu ms", "share", "ticks", "longest",
+  local lines = { HEAD:format("plugin", "self ms", "cpu ms", "share", count, "longest",
     "self jank histogram (ms:events)") }
   for _, r in ipairs(rows) do
     lines[#lines + 1] = ROW:format(r.name, r.self_us / 1000, r.cpu_us / 1000, r.share,
-      r.ticks, r.longest, r.histogram)
+      r[count], r.longest, r.histogram)
   end
   lines[#lines + 1] = ROW:format("(whole editor)", p.self_us / 1000, p.cpu_us / 1000,
-    100, p.ticks, longest(p.durations), buckets.histogram(p.durations))
+    100, count == "ticks" and p.ticks or p.self_samples, longest(p.durations),
+    buckets.histogram(p.durations))
   return table.concat(lines, "\n") .. "\n"
 end
 

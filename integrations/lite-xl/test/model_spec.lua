@@ -93,8 +93,9 @@ describe("lite-xl model, on a real plugins tree", function()
   -- Attaches groups as the plugin does (the user's copy of a plugin and
   -- the data directory's are one group), runs every file's chunk in an
   -- event of its own for ms[path], and returns the groups, the delta of
-  -- the run and the CPU each group's files spun by os.clock.
-  local function run(ms)
+  -- the run and the CPU each group's files spun by os.clock; mode is the
+  -- monitor's (exact by default).
+  local function run(ms, mode)
     local groups, by_name = {}, {}
     local function attach(name, prefix)
       if not by_name[name] then
@@ -110,7 +111,7 @@ describe("lite-xl model, on a real plugins tree", function()
         if name then attach(name, prefix) end
       end
     end
-    local m <close> = perfmon.monitor { "jank", "ticks" }
+    local m <close> = perfmon.monitor { "jank", "ticks", mode = mode }
     local s0 = m:snapshot()
     local spun = {}
     for _, path in ipairs(files) do
@@ -176,6 +177,24 @@ describe("lite-xl model, on a real plugins tree", function()
     assert.matches("^%(whole editor%)%s+[%d.]+%s+[%d.]+%s+100%.0%%", lines[#lines])
   end)
 
+  it("counts each plugin's samples instead of its ticks under a sampled monitor", function()
+    local groups, by_name, d = run({
+      [data .. "/plugins/lsp/server.lua"] = 60, [user .. "/plugins/treeview.lua"] = 30,
+    }, "sampled")
+    local rows = model.rows(d, groups)
+    assert.equals("lsp", rows[1].name)
+    assert.is_true(rows[1].samples > 0, "no sample in lsp's 60 ms")
+    local lines = {}
+    for line in model.text(rows, d, "samples"):gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.matches("^plugin%s+self ms%s+cpu ms%s+share%s+samples%s+longest", lines[1])
+    for i, r in ipairs(rows) do
+      assert.equals(d.groups[by_name[r.name].id].self_samples, r.samples)
+      assert.equals(tostring(r.samples), lines[i + 1]:match("^%S+%s+%S+%s+%S+%s+%S+%s+(%d+)"))
+    end
+    assert.equals(tostring(d.process.self_samples),
+      lines[#lines]:match("^%(whole editor%)%s+%S+%s+%S+%s+%S+%s+(%d+)"))
+  end)
+
   it("names a bad argument", function()
     local g = perfmon.group { name = "x", kind = "plugin" }
     local m <close> = perfmon.monitor { "jank" }
@@ -186,5 +205,7 @@ describe("lite-xl model, on a real plugins tree", function()
       "bad argument #2 to 'rows' (list of perfmon groups expected, got string)")
     assert.has_error(function() model.text({}, 1) end,
       "bad argument #2 to 'text' (perfmon snapshot expected, got number)")
+    assert.has_error(function() model.text({}, snap, "calls") end,
+      "bad argument #3 to 'text' (\"ticks\" or \"samples\" expected, got \"calls\")")
   end)
 end)

@@ -437,6 +437,26 @@ local function test_loaded_late()
   check_log(log, false)
 end
 
+-- perfmon_mode = "sampled": the shell's table counts each module's samples
+-- (a sampled monitor counts no ticks), and perfmon_test, the module that
+-- burns, is made of samples of a few ms each (the timer's period; tens of
+-- ms where a loaded kernel holds the tick timer's signals back: the server
+-- runs as the prosody user, whom Debian gives no perf event).
+local function test_sampled()
+  local shown = with_server({ perfmon = true, mode = "sampled", iterations = 1500000 }, function(srv)
+    exchange(srv.c2s_port, MESSAGES, PER_SESSION)
+    return shell(srv.dir, "perfmon", "show")
+  end)
+  print(shown)
+  check(shown:match("module%s+self ms%s+cpu ms%s+share%s+samples%s"),
+    "the sampled server's table has no samples column:\n%s", shown)
+  local self_ms, samples = shown:match("\nperfmon_test%s+([%d.]+)%s+[%d.]+%s+[%d.]+%%%s+(%d+)")
+  self_ms, samples = tonumber(self_ms), tonumber(samples)
+  check(self_ms and samples and samples > 0 and self_ms / samples > 0.5 and self_ms / samples < 250,
+    "perfmon_test's row is not made of samples of a few ms each:\n%s", shown)
+  print(("prosody test: sampled: perfmon_test %.1f ms of self time in %d samples"):format(self_ms, samples))
+end
+
 -- A setting mod_perfmon cannot take (opts: the server's): it says so in
 -- the log, naming the option, and does not load; the server runs without
 -- it.  setting: the line of configuration, for the messages.
@@ -456,6 +476,7 @@ end
 local function test()
   test_enabled()
   test_loaded_late()
+  test_sampled()
   -- a mode it does not know, and a sampled monitor's period out of range
   -- (perfmon.monitor's error)
   test_refused({ mode = "fast" }, "perfmon_mode", 'perfmon_mode = "fast"')
