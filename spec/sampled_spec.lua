@@ -141,8 +141,9 @@ describe("a sampled monitor", function()
 
   it("counts the samples each figure is made of", function()
     truth.alone(pending)
-    local glib, lib = plugin("lib", "return function(ms) local us = burn(ms) return us end")
-    local gapp, app = plugin("app", [[
+    -- names of their own: on the public path a chunk is known by its name
+    local glib, lib = plugin("counted_lib", "return function(ms) local us = burn(ms) return us end")
+    local gapp, app = plugin("counted_app", [[
       local lib = ...
       return function(i)
         burn(2 + i % 3)

@@ -103,9 +103,10 @@ end
 
 local series = 0
 for _ in out:gmatch("\n?{__name__=") do series = series + 1 end
--- per group 37 series (2 cpu modes, 2 self modes, blocking, 4 of memory,
--- ticks, events, 13 of each histogram), as many for the process
-local want_series = 37 * (#NAMES + 1)
+-- per group 39 series (2 cpu modes, 2 self modes, blocking, 4 of memory,
+-- ticks, events, 2 of samples, 13 of each histogram), as many for the
+-- process
+local want_series = 39 * (#NAMES + 1)
 if series ~= want_series then
   fail(("%d series in the blocks, expected %d:\n%s"):format(series, want_series, out))
 end
