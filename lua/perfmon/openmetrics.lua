@@ -150,6 +150,13 @@ end
 -- Families
 ----------------------------------------------------------------------------
 
+-- A counter of one stats field, as written by convert (seconds or count).
+local function total(field, convert)
+  return function(out, name, labels, st)
+    out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, convert(st[field]))
+  end
+end
+
 -- A CPU time counter by mode, from the stats fields <field>user_us and
 -- <field>system_us.
 local function by_mode(field)
@@ -190,50 +197,27 @@ local FAMILIES = {
     "CPU time in the innermost frame (self time), by mode (user, system)",
     by_mode("self_") },
   { "blocking_seconds", "counter", "seconds",
-    "Wall time spent in declared blocking calls",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, seconds(st.blocking_us))
-    end },
+    "Wall time spent in declared blocking calls", total("blocking_us", seconds) },
   { "alloc_bytes", "counter", "bytes",
-    "Memory allocated, with the memory probe",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.alloc_bytes))
-    end },
+    "Memory allocated, with the memory probe", total("alloc_bytes", count) },
   { "self_alloc_bytes", "counter", "bytes",
     "Memory allocated in the innermost frame (self), with the memory probe",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.self_alloc_bytes))
-    end },
+    total("self_alloc_bytes", count) },
   { "allocs", "counter", nil,
-    "Blocks allocated, with the memory probe",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.alloc_count))
-    end },
+    "Blocks allocated, with the memory probe", total("alloc_count", count) },
   { "self_allocs", "counter", nil,
     "Blocks allocated in the innermost frame (self), with the memory probe",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.self_alloc_count))
-    end },
+    total("self_alloc_count", count) },
   { "ticks", "counter", nil,
     "Times execution entered (for the process: events, with the ticks probe)",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.ticks))
-    end },
+    total("ticks", count) },
   { "events", "counter", nil,
-    "Events run in, with the jank probe",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.events))
-    end },
+    "Events run in, with the jank probe", total("events", count) },
   { "stack_samples", "counter", nil,
     "Samples its CPU time is made of, in sampled mode (for the process: every sample)",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.samples))
-    end },
+    total("samples", count) },
   { "self_stack_samples", "counter", nil,
-    "Samples its self time is made of, in sampled mode",
-    function(out, name, labels, st)
-      out[#out + 1] = ("%s_total{%s} %s\n"):format(name, labels, count(st.self_samples))
-    end },
+    "Samples its self time is made of, in sampled mode", total("self_samples", count) },
   { "event_cpu_seconds", "histogram", "seconds",
     "CPU time in each event run in (the jank histogram)",
     per_event("durations", "event_us") },
