@@ -710,10 +710,12 @@ static PM_INLINE void call_push (lua_State *L, lua_Debug *ar, pm_Thread *t,
 }
 
 /* call_fast's call of a function whose home slot in the map holds
-** another. */
+** another: found again at the next call, it takes that slot
+** (pm_map_promote). */
 static PM_NOINLINE void call_probed (lua_State *L, lua_Debug *ar,
                                      pm_Thread *t) {
-  call_push(L, ar, t, pm_map_probe(&t->S->e.fns, pm_frame_function(ar->i_ci)));
+  call_push(L, ar, t,
+            pm_map_promote(&t->S->e.fns, pm_frame_function(ar->i_ci)));
 }
 
 /* A call from the top frame, on the fast path: a function that stays in

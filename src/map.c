@@ -19,6 +19,21 @@ uintptr_t pm_map_probe (const pm_Map *m, const void *key) {
   return m->e[i].key == key ? m->e[i].val : 0;
 }
 
+uintptr_t pm_map_promote (pm_Map *m, const void *key) {
+  size_t i = find(m, key), home = pm_map_slot(m, key);
+  pm_MapEntry e;
+  if (m->e[i].key != key)
+    return 0;
+  if (m->probed != key) {
+    m->probed = key;
+    return m->e[i].val;
+  }
+  e = m->e[i];
+  m->e[i] = m->e[home];
+  m->e[home] = e;
+  return e.val;
+}
+
 /*
 ** {======================================================
 ** The shared filter

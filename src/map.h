@@ -46,6 +46,7 @@ struct pm_Map {
   size_t count;
   unsigned shift; /* 64 - log2(capacity) */
   pm_MapFilter *filter; /* the filter its keys are in, or NULL */
+  const void *probed; /* the key pm_map_promote probed last */
 };
 
 /* Fibonacci hashing: the top bits of the product depend on every bit of
@@ -81,6 +82,14 @@ static inline int pm_map_home (const pm_Map *m, const void *key, uintptr_t *v) {
 
 /* The rest of key's run after its home slot. */
 uintptr_t pm_map_probe (const pm_Map *m, const void *key);
+/* pm_map_probe that, for the second probe of key in a row, also moves it
+** to its home slot, and the key that was there to where key was: a key
+** looked up over and over (the hook's hot function) then stays where
+** pm_map_home finds it, while two keys of one home slot looked up in turn
+** do not take it from each other at every lookup.  Every key of the run
+** stays reachable: the slots between its home and its place are all
+** taken, before the swap as after. */
+uintptr_t pm_map_promote (pm_Map *m, const void *key);
 
 /* Looks key up; returns 0 when absent. */
 static inline uintptr_t pm_map_get (const pm_Map *m, const void *key) {

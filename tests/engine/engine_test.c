@@ -781,6 +781,56 @@ static void test_map_filter (void) {
   CHECK(f.size == 0 && f.bits == NULL && !pm_map_may_hold(&f, &keys[4001]));
 }
 
+/* pm_map_promote: a key found past its home slot, probed twice in a row,
+** takes that slot, so that pm_map_home settles its next lookup; two keys
+** of one home probed in turn stay where they are; every key stays
+** reachable, through deletions (the backward shift) too. */
+static void test_map_promote (void) {
+  static char keys[4000];
+  pm_Map m;
+  const char *run[4];
+  uintptr_t v;
+  size_t home, mask;
+  int i, n = 0, ok = 1;
+  memset(&m, 0, sizeof(m));
+  CHECK(pm_map_put(&m, &keys[0], 1, E.falloc, E.fud)); /* sets the size */
+  for (i = 1; i < 40; i++)
+    CHECK(pm_map_put(&m, &keys[i], (uintptr_t)i + 1, E.falloc, E.fud));
+  /* four keys of one home slot, put in order: the last three run past it
+  ** (the map does not grow meanwhile, which would move them) */
+  mask = m.mask;
+  home = pm_map_slot(&m, &keys[100]);
+  for (i = 100; i < 4000 && n < 4; i++)
+    if (pm_map_slot(&m, &keys[i]) == home && pm_map_get(&m, &keys[i]) == 0) {
+      CHECK(pm_map_put(&m, &keys[i], (uintptr_t)i + 1, E.falloc, E.fud));
+      run[n++] = &keys[i];
+    }
+  CHECK(n == 4 && m.mask == mask);
+  CHECK(!pm_map_home(&m, run[3], &v));
+  /* the first probe finds it where it is, the second moves it home */
+  CHECK(pm_map_promote(&m, run[3]) == (uintptr_t)(run[3] - keys) + 1);
+  CHECK(!pm_map_home(&m, run[3], &v));
+  CHECK(pm_map_promote(&m, run[3]) == (uintptr_t)(run[3] - keys) + 1);
+  CHECK(pm_map_home(&m, run[3], &v) && v == (uintptr_t)(run[3] - keys) + 1);
+  /* two keys probed in turn take nothing from each other */
+  for (i = 0; i < 6; i++)
+    pm_map_promote(&m, run[1 + i % 2]);
+  CHECK(pm_map_home(&m, run[3], &v));
+  /* all reachable, before and after deleting the one moved off its home */
+  for (i = 0; i < 40; i++)
+    ok &= pm_map_get(&m, &keys[i]) == (uintptr_t)i + 1;
+  for (i = 0; i < 4; i++)
+    ok &= pm_map_get(&m, run[i]) == (uintptr_t)(run[i] - keys) + 1;
+  CHECK(ok);
+  CHECK(pm_map_del(&m, run[0]) != 0);
+  for (i = 1; i < 4; i++)
+    ok &= pm_map_get(&m, run[i]) == (uintptr_t)(run[i] - keys) + 1;
+  for (i = 0; i < 40; i++)
+    ok &= pm_map_get(&m, &keys[i]) == (uintptr_t)i + 1;
+  CHECK(ok);
+  pm_map_free(&m, E.falloc, E.fud);
+}
+
 /* Whether f may hold every key that m or n holds. */
 static int filter_holds (const pm_Map *m, const pm_Map *n,
                          const pm_MapFilter *f) {
@@ -910,6 +960,7 @@ int main (void) {
       {"held_back_sample", test_held_back_sample},
       {"sample_spans_restart", test_sample_spans_restart},
       {"map_filter", test_map_filter},
+      {"map_promote", test_map_promote},
       {"map_filter_memory", test_map_filter_memory},
       {"map_filter_churn", test_map_filter_churn},
   };
