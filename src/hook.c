@@ -739,6 +739,20 @@ static PM_NOINLINE void call_fast (lua_State *L, lua_Debug *ar, pm_Thread *t) {
     call_probed(L, ar, t);
 }
 
+/* A call or return in t, the cached thread, which has frames, on the
+** fast path: the return of the top frame pops it, a call goes to
+** call_fast.  Everything else (a sample, a tail call, frames an error
+** unwound, a function not seen before, resume and wrap where a coroutine
+** may lack the hook, a full shadow stack) goes to on_event_slow. */
+static PM_INLINE void on_cached (lua_State *L, lua_Debug *ar, pm_Thread *t) {
+  if (ar->event != LUA_HOOKRET)
+    call_fast(L, ar, t);
+  else if (t->f[t->n - 1].ci == ar->i_ci)
+    pop(t);
+  else
+    on_event_slow(L, ar, 1);
+}
+
 /* A call or return in another thread than the last event's, on the fast
 ** path: a coroutine switch.  Where L's record is among the recent ones
 ** and has frames, the switch is made here and the event goes on as in the
@@ -757,36 +771,20 @@ static PM_NOINLINE void on_switch (lua_State *L, lua_Debug *ar) {
   last.epoch = ep;
   if (!t->current)
     thread_switch(t);
-  if (ar->event != LUA_HOOKRET)
-    call_fast(L, ar, t);
-  else if (t->f[t->n - 1].ci == ar->i_ci)
-    pop(t);
-  else
-    on_event_slow(L, ar, 1);
+  on_cached(L, ar, t);
 }
 
-/* The common cases, read from the frames (the fast path only), in the
-** cached thread: the return of the top frame pops it, a call goes to
-** call_fast; an event in another thread goes to on_switch.  Everything
-** else (a sample, a tail call, frames an error unwound, a function not
-** seen before, resume and wrap where a coroutine may lack the hook, a
-** full shadow stack) goes to on_event_slow. */
+/* Every event: in the cached thread, on_cached; in another, on_switch;
+** on the public path, and where the cached thread has no frames,
+** on_event_slow. */
 static PM_INLINE void on_event (lua_State *L, lua_Debug *ar, int fast) {
   pm_Thread *t = last.t;
-  if (fast && cached(L) && t->n > 0) {
-    if (ar->event != LUA_HOOKRET) {
-      call_fast(L, ar, t);
-      return;
-    }
-    if (t->f[t->n - 1].ci == ar->i_ci) {
-      pop(t);
-      return;
-    }
-  } else if (fast && last.L != L) {
+  if (fast && cached(L) && t->n > 0)
+    on_cached(L, ar, t);
+  else if (fast && last.L != L)
     on_switch(L, ar);
-    return;
-  }
-  on_event_slow(L, ar, fast);
+  else
+    on_event_slow(L, ar, fast);
 }
 
 /* The two hooks: the same code, specialised for each way to the frame;
