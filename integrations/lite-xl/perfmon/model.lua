@@ -94,8 +94,8 @@ local HEAD = "%-24s %9s %9s %7s %8s  %-10s %s"
 
 --- The view's text: a header, the rows, then the whole editor's line from
 -- snap.process.  count: the column of counts, "ticks" (the default: what
--- an exact monitor counts) or "samples" (a sampled monitor's, which
--- counts no ticks but a plugin's).
+-- an exact monitor counts) or "samples" (for a sampled monitor, which
+-- counts no plugin's ticks).
 function model.text(rows, snap, count)
   if type(rows) ~= "table" then
     error("bad argument #1 to 'text' (rows expected, got " .. type(rows) .. ")", 2)
