@@ -178,25 +178,14 @@ static void retime (pm_State *S) {
     pm_sampler_retime(sm, shortest(S));
 }
 
-static int rates_grow (pm_State *S) {
-  int cap = S->rates_cap > 0 ? 2 * S->rates_cap : 4;
-  uint32_t *r = pm_alloc(&S->e, (size_t)cap * sizeof(*r));
-  if (r == NULL)
-    return 0;
-  if (S->nsampled > 0)
-    memcpy(r, S->rates, (size_t)S->nsampled * sizeof(*r));
-  if (S->rates != NULL)
-    pm_free(&S->e, S->rates, (size_t)S->rates_cap * sizeof(*r));
-  S->rates = r;
-  S->rates_cap = cap;
-  return 1;
-}
-
 const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
   pm_Sampler *sm;
   const char *err;
-  if (S->nsampled == S->rates_cap && !rates_grow(S))
+  uint32_t *r = pm_grow(&S->e, S->rates, S->nsampled, S->nsampled + 1,
+                        &S->rates_cap, sizeof(*r), 4);
+  if (r == NULL)
     return "not enough memory";
+  S->rates = r;
   if (S->nsampled > 0) {
     S->rates[S->nsampled++] = rate_us;
     retime(S);
