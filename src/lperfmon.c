@@ -274,8 +274,10 @@ static int check_mode (lua_State *L) {
 
 /* The `rate_us` field of the probes table, for a sampled monitor: how
 ** many µs of CPU time between two samples, an integer in
-** [PM_RATE_MIN, PM_RATE_MAX], PM_RATE_DEFAULT without one.  An exact
-** monitor takes none.  Returns 0 for an exact monitor. */
+** [PM_RATE_MIN, PM_RATE_MAX] (exported as core.rate_min_us and
+** core.rate_max_us, which the plugin watcher checks its option against),
+** PM_RATE_DEFAULT without one.  An exact monitor takes none.  Returns 0
+** for an exact monitor. */
 #define PM_RATE_MIN 100
 #define PM_RATE_MAX 1000000
 #define PM_RATE_DEFAULT 4000
@@ -1032,6 +1034,10 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   luaL_newlib(L, core_funcs);
   lua_pushnumber(L, PM_WATCH_MAX_US);
   lua_setfield(L, -2, "watch_max_us");
+  lua_pushinteger(L, PM_RATE_MIN);
+  lua_setfield(L, -2, "rate_min_us");
+  lua_pushinteger(L, PM_RATE_MAX);
+  lua_setfield(L, -2, "rate_max_us");
   add_bracket(L, "event", l_event, l_event_end);
   add_bracket(L, "nested_loop", l_nested_loop, l_nested_leave);
   add_bracket(L, "blocking", l_blocking, l_blocking_end);

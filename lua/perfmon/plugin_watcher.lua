@@ -53,8 +53,10 @@ local NUMBERS = {
   cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
   cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
   escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
-  rate_us = { "a whole number in [100, 1000000]", function(v)
-    return v >= 100 and v <= 1000000 and v == math.floor(v) end },
+  rate_us = { ("a whole number in [%d, %d]"):format(core.rate_min_us, core.rate_max_us),
+    function(v)
+      return v >= core.rate_min_us and v <= core.rate_max_us and v == math.floor(v)
+    end },
 }
 
 local OPTION_NAMES = { on_warning = true, ignore = true, escalate_ms = true,
