@@ -30,9 +30,11 @@ local plugin = require("plugin")
 
 local SECONDS = tonumber(arg[1] or "10")
 local RATE_US = arg[2] and math.tointeger(tonumber(arg[2]))
-local SAMPLED_TIMER = (function()
-  local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
-  return perfmon.info().sampled_timer
+-- the timer and the rate_us the sampled monitors get (perfmon.monitor's
+-- default without RATE_US)
+local SAMPLED_TIMER, SAMPLED_RATE_US = (function()
+  local mon <close> = perfmon.monitor { "jank", mode = "sampled", rate_us = RATE_US }
+  return perfmon.info().sampled_timer, mon.rate_us
 end)()
 local JANK_MS, QUICK_MS, THRESHOLD_MS, JANKS = 64, 31, 48, 40
 
@@ -106,7 +108,7 @@ local function compare(title, w, seconds)
   local sampled, _, sampled_s = measure(w, "sampled", nil, runs)
   local n = perfmon.info().samples - samples
   print(("%s: %d runs, %.1f s of CPU exact, %.1f s sampled (%d samples, %s timer, rate_us %d)")
-    :format(title, runs, exact_s, sampled_s, n, SAMPLED_TIMER, RATE_US or 4000))
+    :format(title, runs, exact_s, sampled_s, n, SAMPLED_TIMER, SAMPLED_RATE_US))
   print(("%-12s %10s %10s %7s %8s %6s   %10s %10s %7s %8s %6s"):format("group", "exact ms",
     "sampled", "ratio", "shares", "2σ", "self ex.", "sampled", "ratio", "shares", "2σ"))
   local worst, beyond = { cpu_us = 0, self_us = 0 }, {}
