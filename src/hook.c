@@ -965,13 +965,22 @@ int pm_hook_lost (lua_State *L, pm_State *S) {
   return S->hook_lost;
 }
 
+/* Whether L's shadow stack is known to be settled: it is the cached
+** thread's (on the fast path), and its top frame is the one running.
+** Every event boundary asks, and that is where it usually is. */
+static int settled (pm_State *S, lua_State *L) {
+  lua_Debug ar;
+  return S->hook == hook_fast && cached(L) && last.t->n > 0 &&
+         lua_getstack(L, 0, &ar) && last.t->f[last.t->n - 1].ci == ar.i_ci;
+}
+
 void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
   if (S->exact == 0)
     return;
   check_hook(S, S->main, 1);
   check_hook(S, L, 0);
-  if ((t = thread_find(L, 0, S->hook == hook_fast)) != NULL)
+  if (!settled(S, L) && (t = thread_find(L, 0, S->hook == hook_fast)) != NULL)
     unwind_dead(t);
 }
 
