@@ -1,7 +1,6 @@
 --- bench/plugin.lua: the benchmarks' plugins, each in its own sandbox and
--- group, loaded by perfmon.load as a host would.
-
-local perfmon = require("perfmon")
+-- group, loaded by perfmon.load as a host would.  perfmon is required at
+-- the first load, so that bench/bare.lua can load them with no perfmon.
 
 local plugin = {}
 
@@ -20,6 +19,7 @@ end
 -- and group of kind `kind`), runs its main chunk, returns env, group and
 -- what the chunk returned.
 function plugin.load(name, src, extra, kind)
+  local perfmon = require("perfmon")
   local group = perfmon.group{ name = name, kind = kind or "plugin" }
   local env = plugin.sandbox(extra)
   local main = assert(perfmon.load(src, "=bench/" .. name, env, group))
