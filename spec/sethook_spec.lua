@@ -185,6 +185,29 @@ describe("debug.sethook while perfmon monitors", function()
     assert.same({ foreign, "c", 0 }, { debug.gethook() })
   end)
 
+  it("keeps debug.sethook shared when a monitor closes where no call can be made", function()
+    alone(pending)
+    local m <close> = perfmon.monitor{ "ticks" }
+    local shared = debug.sethook
+    local depth = 0
+    -- the handler fails, so Lua calls it again, deeper each time, until the
+    -- C stack runs out ("error in error handling"); at each depth a monitor
+    -- opens and closes, the last ones where no other call could be made
+    local ok, err = xpcall(error, function(e)
+      depth = depth + 1
+      do local inner <close> = perfmon.monitor{ "jank" } end -- luacheck: ignore
+      error(e, 0)
+    end, "x")
+    assert.is_false(ok)
+    assert.equals("error in error handling", err)
+    assert.is_true(depth > 100)
+    assert.equals(1, perfmon.info().exact_monitors)
+    assert.equals(shared, debug.sethook)
+    debug.sethook(foreign, "c") -- chained, as while any exact monitor is open
+    debug.sethook()
+    assert.equals("external hook", raw_gethook()) -- perfmon's, still there
+  end)
+
   it("lets a debug.sethook kept while monitoring work once monitoring ends", function()
     local m = perfmon.monitor{ "ticks" }
     local kept = debug.sethook
@@ -292,9 +315,12 @@ describe("debug.sethook while perfmon monitors", function()
     local ok, err = pcall(core.owns_hook, "main")
     assert.is_false(ok)
     assert.matches("bad argument #1 to '[%w.]*owns_hook' %(thread expected, got string%)", err)
-    ok, err = pcall(core.hook_functions, raw_sethook, 1)
+    ok, err = pcall(core.hook_functions, raw_sethook)
     assert.is_false(ok)
-    assert.matches("bad argument #2 to '[%w.]*hook_functions' %(function expected, got number%)", err)
+    assert.matches("bad argument #1 to '[%w.]*hook_functions' %(table expected, got function%)", err)
+    ok, err = pcall(core.hook_functions, { sethook = raw_sethook })
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to '[%w.]*hook_functions' %(no function gethook in it%)", err)
     local m <close> = perfmon.monitor{ "ticks" }
     ok, err = pcall(debug.sethook, foreign, {})
     assert.is_false(ok)

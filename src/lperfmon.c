@@ -304,9 +304,12 @@ static uint32_t check_rate (lua_State *L, int sampled) {
   return (uint32_t)r;
 }
 
+static void hooks_guard (lua_State *L, int shared); /* debug.sethook's */
+
 /* core.open(probes) -> mask, rate_us: takes the probes the list names, for
 ** a monitor of probes.mode; rate_us is false for an exact one */
 static int l_open (lua_State *L) {
+  pm_State *S = state(L);
   const char *err;
   lua_Integer i;
   unsigned mask = 0;
@@ -338,8 +341,9 @@ static int l_open (lua_State *L) {
     monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
                                         probe_list(L)));
   rate = check_rate(L, check_mode(L));
-  if ((err = pm_monitor_open(L, state(L), mask, rate)) != NULL)
+  if ((err = pm_monitor_open(L, S, mask, rate)) != NULL)
     return luaL_error(L, "perfmon: %s", err);
+  hooks_guard(L, S->exact > 0);
   lua_pushinteger(L, mask);
   if (rate != 0)
     lua_pushinteger(L, rate);
@@ -354,8 +358,10 @@ static int l_close (lua_State *L) {
   unsigned mask = check_probes(L, 1);
   lua_Integer rate = lua_toboolean(L, 2) ? luaL_checkinteger(L, 2) : 0;
   luaL_argcheck(L, rate >= 0 && rate <= PM_RATE_MAX, 2, "not a rate_us");
-  if (S != NULL && (rate != 0 ? S->nsampled : S->exact) > 0)
+  if (S != NULL && (rate != 0 ? S->nsampled : S->exact) > 0) {
     pm_monitor_close(L, S, mask, (uint32_t)rate);
+    hooks_guard(L, S->exact > 0);
+  }
   return 0;
 }
 
@@ -903,20 +909,65 @@ static int noop (lua_State *L) {
   return 0;
 }
 
-/* core.hook_functions(sethook, gethook) -> sethook, gethook: the debug
-** library's two, and the two perfmon puts in their place while monitors
-** are open.  Learns the debug library's hook (a Lua hook set on a thread
-** that is not running, which sees no event), if its table is where
-** ldblib.c keeps it. */
+/* The registry's record of the debug library: the library, its sethook and
+** gethook, the two that share the hook, and the two fields' names. */
+static const char hooks_key = 0;
+enum { HOOKS_LIB = 1, HOOKS_RAW = 2, HOOKS_SHARED = 4, HOOKS_NAME = 6 };
+
+/* debug.sethook and debug.gethook: the shared two while exact monitors are
+** open (shared), the debug library's own otherwise; two that a program
+** put there stay.  Called where the count of exact monitors changes, and
+** it neither allocates nor calls: a monitor closed deep in an error's
+** handling, where no call can be made any more, still sets them right. */
+static void hooks_guard (lua_State *L, int shared) {
+  int from = shared ? HOOKS_RAW : HOOKS_SHARED;
+  int to = shared ? HOOKS_SHARED : HOOKS_RAW, i;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hooks_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return; /* no debug library */
+  }
+  lua_rawgeti(L, -1, HOOKS_LIB); /* t lib */
+  lua_rawgeti(L, -2, HOOKS_NAME);
+  lua_rawget(L, -2); /* t lib lib.sethook */
+  lua_rawgeti(L, -3, from); /* t lib lib.sethook from */
+  if (lua_rawequal(L, -1, -2))
+    for (i = 0; i < 2; i++) {
+      lua_rawgeti(L, -4, HOOKS_NAME + i);
+      lua_rawgeti(L, -5, to + i);
+      lua_rawset(L, -5); /* an existing field: no allocation */
+    }
+  lua_pop(L, 4);
+}
+
+/* core.hook_functions(debug): from now on the debug library's sethook and
+** gethook give way to two that share the hook while exact monitors are
+** open (hooks_guard).  Learns the debug library's hook (a Lua hook set on
+** a thread that is not running, which sees no event), if its table is
+** where ldblib.c keeps it. */
 static int l_hook_functions (lua_State *L) {
   pm_State *S = state(L);
   lua_State *co;
   lua_Hook h;
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  lua_settop(L, 2);
-  co = lua_newthread(L); /* 3 */
+  int i;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_createtable(L, HOOKS_NAME + 1, 0); /* 2: the record */
   lua_pushvalue(L, 1);
+  lua_rawseti(L, 2, HOOKS_LIB);
+  lua_pushliteral(L, "sethook");
+  lua_rawseti(L, 2, HOOKS_NAME);
+  lua_pushliteral(L, "gethook");
+  lua_rawseti(L, 2, HOOKS_NAME + 1);
+  for (i = 0; i < 2; i++) {
+    lua_rawgeti(L, 2, HOOKS_NAME + i);
+    if (lua_rawget(L, 1) != LUA_TFUNCTION)
+      luaL_argerror(L, 1,
+                    i == 0 ? "no function sethook in it"
+                           : "no function gethook in it");
+    lua_rawseti(L, 2, HOOKS_RAW + i);
+  }
+  co = lua_newthread(L); /* 3 */
+  lua_rawgeti(L, 2, HOOKS_RAW);
   lua_pushvalue(L, 3);
   lua_pushcfunction(L, noop);
   lua_pushliteral(L, "c");
@@ -927,16 +978,19 @@ static int l_hook_functions (lua_State *L) {
   lua_rawget(L, -2);
   S->debug_hook = lua_tocfunction(L, -1) == noop ? h : NULL;
   lua_pop(L, 2);
-  lua_pushvalue(L, 1);
+  lua_rawgeti(L, 2, HOOKS_RAW);
   lua_pushvalue(L, 3);
   lua_call(L, 1, 0); /* the thread's hook and its table entry go */
-  lua_pushvalue(L, 1);
+  for (i = 0; i < 2; i++) {
+    lua_rawgeti(L, 2, HOOKS_RAW);
+    lua_rawgeti(L, 2, HOOKS_RAW + 1);
+    lua_pushcclosure(L, i == 0 ? hooks_set : hooks_get, 2);
+    lua_rawseti(L, 2, HOOKS_SHARED + i);
+  }
   lua_pushvalue(L, 2);
-  lua_pushcclosure(L, hooks_set, 2);
-  lua_pushvalue(L, 1);
-  lua_pushvalue(L, 2);
-  lua_pushcclosure(L, hooks_get, 2);
-  return 2;
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &hooks_key);
+  hooks_guard(L, S->exact > 0);
+  return 0;
 }
 
 /* }====================================================== */
@@ -998,6 +1052,7 @@ static int state_close (lua_State *L) {
   if (S->profiler != NULL) /* one whose __gc ran and that was restarted */
     pm_profiler_stop(L, S->profiler, 0, PM_PROF_STOPPED);
   pm_hook_close(S);
+  hooks_guard(L, 0);
   if (S->fleet_id != 0)
     pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
   pm_groups_free(&S->e);

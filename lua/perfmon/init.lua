@@ -194,8 +194,9 @@ local Monitor = {}
 Monitor.__index = Monitor
 
 -- Lua has one debug hook per thread, and perfmon's monitors need it.  The
--- hook is shared: while a monitor is open, debug.sethook and
--- debug.gethook are perfmon's (core.hook_functions), and a program's hook
+-- hook is shared: while an exact monitor is open, debug.sethook and
+-- debug.gethook are perfmon's (core.hook_functions: the core swaps them in
+-- and out as exact monitors open and close), and a program's hook
 -- (a debugger's, a coverage tool's, one set before the monitor opened) is
 -- called from perfmon's for the events it asked for; debug.gethook returns
 -- it, never perfmon's own, so that debug.sethook(co, debug.gethook()), as
@@ -204,26 +205,7 @@ Monitor.__index = Monitor
 -- them.  A hook set behind perfmon's back (a debug.sethook kept from
 -- before, or C code) is noticed at the next snapshot or event boundary and
 -- reported (snapshot.hook_lost).
-local debuglib = package.loaded.debug
-local raw_sethook = debuglib and debuglib.sethook
-local raw_gethook = debuglib and debuglib.gethook
-local shared_sethook, shared_gethook
-if debuglib then
-  shared_sethook, shared_gethook = core.hook_functions(raw_sethook, raw_gethook)
-end
-
--- Called whenever a monitor opens or closes (closing may come from a
--- finalizer run by lua_close, when perfmon is gone: then no monitor).
-local function guard_sethook()
-  if not debuglib then return end
-  local ok, info = pcall(core.info)
-  local open = ok and info.exact_monitors > 0
-  if open and rawequal(debuglib.sethook, raw_sethook) then
-    debuglib.sethook, debuglib.gethook = shared_sethook, shared_gethook
-  elseif not open and rawequal(debuglib.sethook, shared_sethook) then
-    debuglib.sethook, debuglib.gethook = raw_sethook, raw_gethook
-  end
-end
+if package.loaded.debug then core.hook_functions(package.loaded.debug) end
 
 --- Opens a monitor holding the named probes: "jank" (CPU times and the
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
@@ -242,7 +224,6 @@ function perfmon.monitor(probes)
   mon.mask, mon.closed = mask, false
   mon.mode = rate_us and "sampled" or "exact"
   mon.rate_us = rate_us or nil
-  guard_sethook()
   return mon
 end
 
@@ -252,7 +233,6 @@ function Monitor:close()
   if not self.closed then
     self.closed = true
     core.close(self.mask, self.rate_us or false)
-    guard_sethook()
   end
 end
 
