@@ -1,6 +1,7 @@
 --- bench/plugin.lua: the benchmarks' plugins, each in its own sandbox and
 -- group, loaded by perfmon.load as a host would.  perfmon is required at
--- the first load, so that bench/bare.lua can load them with no perfmon.
+-- the first load, so that bench/run.lua --mode bare can load them with no
+-- perfmon.
 
 local plugin = {}
 

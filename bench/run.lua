@@ -59,7 +59,9 @@ usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME
   --mode MODE  run the workloads in one mode only (none, noop, exact, sampled;
                profiler: perfmon.profiler at 1 kHz on its precise timer and
                no monitor; tick: the same on its "tick" timer, the table's
-               profiler column; perfmon: the old name of exact), N whole
+               profiler column; perfmon: the old name of exact; bare: as
+               none with perfmon never loaded, the plugins loaded by plain
+               load() into the same sandboxes, groups1000 left out), N whole
                runs (not slices), print each run's time and nothing else:
                for a profiler, e.g.
                perf record lua5.4 bench/run.lua --only editor --mode exact]==]
@@ -86,7 +88,7 @@ do
       for name in arg[i + 1]:gmatch("[^,]+") do opts.only[name] = true end
       i = i + 1
     elseif a == "--mode" and ({ none = 1, noop = 1, exact = 1, sampled = 1, profiler = 1,
-                                tick = 1, perfmon = 1 })[arg[i + 1]] then
+                                tick = 1, perfmon = 1, bare = 1 })[arg[i + 1]] then
       opts.mode = arg[i + 1] == "perfmon" and "exact" or arg[i + 1]
       i = i + 1
     elseif a == "-h" or a == "--help" then
@@ -111,11 +113,21 @@ io.stdout:setvbuf("line")
 -- bench/'s own modules: stats, plugin, workloads.*
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
 
-local perfmon = require("perfmon")
+-- bare: perfmon is never loaded, so that bench/instructions can tell what
+-- loading it costs (its allocator wrapper) from what a monitor costs
+local BARE = opts.mode == "bare"
+local perfmon = not BARE and require("perfmon") or nil
 local noophook = require("noophook")
 local plugin = require("plugin")
 local stats = require("stats")
 local median, best, iqr = stats.median, stats.best, stats.iqr
+if BARE then
+  function plugin.load(name, src, extra)
+    local env = plugin.sandbox(extra)
+    local main = assert(load(src, "=bench/" .. name, "t", env))
+    return env, nil, main()
+  end
+end
 
 -- Units of work (calls, keystrokes, events) in a full-size run and in a
 -- slice of one: at least one, as an event cannot be split.
@@ -137,7 +149,16 @@ local function slice_size(full) return math.max(1, math.floor(full / opts.slices
 ----------------------------------------------------------------------------
 
 local workloads = {}
-for i, name in ipairs(WORKLOADS) do workloads[i] = require("workloads." .. name) end
+for _, name in ipairs(WORKLOADS) do
+  if BARE and name == "groups1000" then
+    if opts.only and opts.only[name] then
+      io.stderr:write("bench: groups1000 makes perfmon groups: it has no bare run\n")
+      os.exit(2)
+    end
+  else
+    workloads[#workloads + 1] = require("workloads." .. name)
+  end
+end
 
 ----------------------------------------------------------------------------
 -- Modes and timing
@@ -215,7 +236,7 @@ local function run_mode(w, mode, check)
   collectgarbage("collect")
   assert_no_hook("before a run")
   local t0, t1, sum, d, reads
-  if mode == "none" then
+  if mode == "none" or mode == "bare" then
     t0 = os.clock()
     sum = w.run(direct)
     t1 = os.clock()
@@ -283,7 +304,7 @@ local function git_state()
   return dirty > 0 and ("%s + %d changed file(s) in src/ lua/"):format(head, dirty) or head
 end
 
-local info = perfmon.info()
+local info = BARE and { clock = "(perfmon not loaded)" } or perfmon.info()
 local model, ncpu = cpu_model()
 print(("machine: %s, %d CPU(s), load %s | %s (headers %s) | clock %s%s | perfmon %s")
   :format(model, ncpu, loadavg(), _VERSION, noophook.release, tostring(info.clock),
@@ -336,6 +357,7 @@ if opts.mode then -- one mode, for a profiler: full-size runs, no tables
       end
     end
   end
+  assert(not BARE or package.loaded.perfmon == nil, "bench: --mode bare loaded perfmon")
   os.exit(0)
 end
 
