@@ -208,6 +208,19 @@ describe("debug.sethook while perfmon monitors", function()
     assert.equals("external hook", raw_gethook()) -- perfmon's, still there
   end)
 
+  it("gives the debug library's own functions back when perfmon was required again meanwhile", function()
+    alone(pending)
+    local m = perfmon.monitor{ "ticks" }
+    package.loaded.perfmon = nil -- a host that reloads its modules
+    local again = require("perfmon")
+    package.loaded.perfmon = perfmon
+    assert.is_not.equal(perfmon, again)
+    assert.is_not.equal(raw_sethook, debug.sethook)
+    m:close()
+    assert.equals(raw_sethook, debug.sethook)
+    assert.equals(raw_gethook, debug.gethook)
+  end)
+
   it("lets a debug.sethook kept while monitoring work once monitoring ends", function()
     local m = perfmon.monitor{ "ticks" }
     local kept = debug.sethook

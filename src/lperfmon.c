@@ -941,9 +941,11 @@ static void hooks_guard (lua_State *L, int shared) {
 
 /* core.hook_functions(debug): from now on the debug library's sethook and
 ** gethook give way to two that share the hook while exact monitors are
-** open (hooks_guard).  Learns the debug library's hook (a Lua hook set on
-** a thread that is not running, which sees no event), if its table is
-** where ldblib.c keeps it. */
+** open (hooks_guard).  Once a state: perfmon required again (a host that
+** reloads its modules) may find the shared two in the library, which are
+** not its own.  Learns the debug library's hook (a Lua hook set on a
+** thread that is not running, which sees no event), if its table is where
+** ldblib.c keeps it. */
 static int l_hook_functions (lua_State *L) {
   pm_State *S = state(L);
   lua_State *co;
@@ -966,6 +968,9 @@ static int l_hook_functions (lua_State *L) {
                            : "no function gethook in it");
     lua_rawseti(L, 2, HOOKS_RAW + i);
   }
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hooks_key) == LUA_TTABLE)
+    return 0;
+  lua_pop(L, 1);
   co = lua_newthread(L); /* 3 */
   lua_rawgeti(L, 2, HOOKS_RAW);
   lua_pushvalue(L, 3);
