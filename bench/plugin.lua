@@ -1,7 +1,7 @@
 --- bench/plugin.lua: the benchmarks' plugins, each in its own sandbox and
--- group, loaded by perfmon.load as a host would.  perfmon is required at
--- the first load, so that bench/run.lua --mode bare can load them with no
--- perfmon.
+-- group, loaded by perfmon.load as a host would; with plugin.bare set
+-- (bench/run.lua --mode bare), by plain load() in no group, perfmon never
+-- required.
 
 local plugin = {}
 
@@ -20,6 +20,10 @@ end
 -- and group of kind `kind`), runs its main chunk, returns env, group and
 -- what the chunk returned.
 function plugin.load(name, src, extra, kind)
+  if plugin.bare then
+    local env = plugin.sandbox(extra)
+    return env, nil, assert(load(src, "=bench/" .. name, "t", env))()
+  end
   local perfmon = require("perfmon")
   local group = perfmon.group{ name = name, kind = kind or "plugin" }
   local env = plugin.sandbox(extra)

@@ -121,13 +121,7 @@ local noophook = require("noophook")
 local plugin = require("plugin")
 local stats = require("stats")
 local median, best, iqr = stats.median, stats.best, stats.iqr
-if BARE then
-  function plugin.load(name, src, extra)
-    local env = plugin.sandbox(extra)
-    local main = assert(load(src, "=bench/" .. name, "t", env))
-    return env, nil, main()
-  end
-end
+plugin.bare = BARE
 
 -- Units of work (calls, keystrokes, events) in a full-size run and in a
 -- slice of one: at least one, as an event cannot be split.
