@@ -7,8 +7,10 @@
 --   exact     a monitor holding "jank" and "ticks", every plugin attached to
 --             its own group, each event of the workload run by perfmon.event
 --   sampled   the same monitor opened with mode = "sampled": no call/return
---             hook, the groups charged from samples on the thread's CPU-clock
---             "tick" timer.  A core without that mode rejects the field or
+--             hook, the groups charged from samples of the thread's CPU time
+--             (perfmon.info().sampled_timer: "cpu", or "tick" where the
+--             kernel refuses a perf event; PERFMON_SAMPLED_TIMER=tick asks
+--             for it).  A core without that mode rejects the field or
 --             ignores it and opens an exact monitor, whose call/return hook
 --             gives it away; the column then reads n/a rather than a second
 --             copy of exact.
@@ -166,6 +168,9 @@ local MONITORS = {
   sampled = { "jank", "ticks", mode = "sampled" },
 }
 
+-- The timer of the sampled monitors ("cpu" or "tick"), once one opened.
+local SAMPLED_TIMER
+
 -- Whether this core has the sampled mode, and if not why not: a monitor
 -- opened with it must set no call/return hook.  An older core raises on the
 -- field or ignores it.
@@ -173,6 +178,7 @@ local function has_sampled()
   local ok, mon = pcall(perfmon.monitor, MONITORS.sampled)
   if not ok then return false, "perfmon.monitor raised: " .. tostring(mon) end
   local _, mask = raw_gethook()
+  SAMPLED_TIMER = perfmon.info().sampled_timer
   mon:close()
   if (mask or ""):find("[cr]") then
     return false, "mode = \"sampled\" was ignored: the monitor set a call/return hook"
@@ -313,7 +319,9 @@ else
   print(("     order alternating, after a warm-up slice per mode; %s sizes; os.clock CPU time")
     :format(opts.quick and "--quick (1/4)" or "full"))
   print('modes: none, noop (a no-op call/return hook), exact (monitor{ "jank", "ticks" }),')
-  print('       sampled (the same with mode = "sampled"), profiler (1 kHz, tick timer, no monitor)')
+  print(('       sampled (the same with mode = "sampled", on the %s timer), profiler (1 kHz,')
+    :format(SAMPLED_TIMER or "n/a"))
+  print('       tick timer, no monitor)')
   if not SAMPLED then
     print("sampled: n/a (this core has no sampled mode)")
     print("         (" .. NO_SAMPLED .. ")")
