@@ -47,7 +47,7 @@ local raw_gethook = debug.gethook
 
 local USAGE = [==[
 usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME...]]
-                            [--mode MODE]
+                            [--mode MODE] [--rate-us N]
   --reps N     per mode and workload, time N full-size runs' worth of work
                (default 7; 3 with --quick), as N*K slices of 1/K size each
                in N*K rounds (rounded up to an even number, at least 12)
@@ -56,6 +56,9 @@ usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME
                is larger than 1/K (tables: one event) uses one unit a slice
   --quick      workloads at 1/4 size (a "full-size run" is then a quarter of
                one) and 3 repetitions, for a check in under 30 s
+  --rate-us N  the sampled monitor's rate_us (default: the monitors' own,
+               4000); 1000000 leaves the brackets and their commits
+               with almost no signal
   --only LIST  run only these workloads (fib, editor, coroutines, tables,
                groups1000); the memory section always runs
   --mode MODE  run the workloads in one mode only (none, noop, exact, sampled;
@@ -70,20 +73,20 @@ usage: lua5.4 bench/run.lua [--reps N] [--slices K] [--quick] [--only NAME[,NAME
 
 local WORKLOADS = { "fib", "editor", "coroutines", "tables", "groups1000" }
 
-local opts = { reps = nil, slices = 8, quick = false, only = nil, mode = nil }
+local opts = { reps = nil, slices = 8, quick = false, only = nil, mode = nil, rate_us = nil }
 do
   local i = 1
   while i <= #arg do
     local a = arg[i]
     if a == "--quick" then
       opts.quick = true
-    elseif a == "--reps" or a == "--slices" then
+    elseif a == "--reps" or a == "--slices" or a == "--rate-us" then
       local n = tonumber(arg[i + 1])
       if not n or n < 1 or n % 1 ~= 0 then
         io.stderr:write("bench: ", a, " needs a positive integer\n", USAGE, "\n")
         os.exit(2)
       end
-      opts[a:sub(3)] = n
+      opts[a:sub(3):gsub("-", "_")] = n
       i = i + 1
     elseif a == "--only" and arg[i + 1] then
       opts.only = {}
@@ -165,7 +168,7 @@ local function direct(fn, ...) return fn(...) end
 -- The monitor of each monitor mode.
 local MONITORS = {
   exact = { "jank", "ticks" },
-  sampled = { "jank", "ticks", mode = "sampled" },
+  sampled = { "jank", "ticks", mode = "sampled", rate_us = opts.rate_us },
 }
 
 -- The timer of the sampled monitors ("cpu" or "tick"), once one opened.
@@ -319,9 +322,9 @@ else
   print(("     order alternating, after a warm-up slice per mode; %s sizes; os.clock CPU time")
     :format(opts.quick and "--quick (1/4)" or "full"))
   print('modes: none, noop (a no-op call/return hook), exact (monitor{ "jank", "ticks" }),')
-  print(('       sampled (the same with mode = "sampled", on the %s timer), profiler (1 kHz,')
-    :format(SAMPLED_TIMER or "n/a"))
-  print('       tick timer, no monitor)')
+  print(('       sampled (the same with mode = "sampled", rate_us = %s, on the %s timer),')
+    :format(opts.rate_us or "4000", SAMPLED_TIMER or "n/a"))
+  print('       profiler (1 kHz, tick timer, no monitor)')
   if not SAMPLED then
     print("sampled: n/a (this core has no sampled mode)")
     print("         (" .. NO_SAMPLED .. ")")
