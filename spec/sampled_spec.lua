@@ -498,7 +498,11 @@ describe("a sampled monitor", function()
     -- (Debian's default is 3) or under a container's seccomp profile
     local timer, samples, out = child_sampling(true)
     assert.equals("tick", timer, out)
-    assert(samples >= 10 and samples <= 60, out) -- 200 ms: 50 ticks at HZ=250
+    -- 200 ms: 50 ticks at HZ=250, at most a sample each.  strace stops
+    -- the child at every system call (os.clock's), so it moves between
+    -- the CPUs and can meet the ticks of both: 62 of 50 seen; a loaded
+    -- machine leaves it off the CPU at many (13 beside two busy loops)
+    assert(samples >= 5 and samples <= 100, out)
     -- the same child given its perf event, where this process has it: a
     -- sample every 4 ms
     local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
