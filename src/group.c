@@ -16,7 +16,8 @@
 ** =======================================================
 */
 
-pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind) {
+pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind,
+                        int library) {
   pm_Group *g, **a;
   a = pm_grow(E, E->groups, E->ngroups, E->ngroups + 1, &E->groupcap,
               sizeof(*a), 16);
@@ -37,6 +38,7 @@ pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind) {
   }
   g->id = ++E->lastid;
   g->refs = 1;
+  g->library = library != 0;
   E->groups[E->ngroups++] = g;
   return g;
 }
@@ -426,6 +428,14 @@ static size_t set_size (int n) {
   return sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
 }
 
+static int set_lib (pm_Group *const *g, int n) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (!g[i]->library)
+      return 0;
+  return 1;
+}
+
 /* A set of one group is that group's own (solo), which goes with it. */
 static pm_Set *set_new (pm_Engine *E, pm_Group **g, int n) {
   return n == 1 ? &g[0]->solo : pm_alloc(E, set_size(n));
@@ -455,6 +465,7 @@ static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
     return NULL;
   s->hash = k.hash;
   s->n = n;
+  s->lib = set_lib(g, n);
   s->ctx_from = s->ctx = NULL;
   memcpy(s->g, g, (size_t)n * sizeof(*g));
   E->sets[E->nsets] = s;
@@ -495,7 +506,7 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
   }
   if (c != NULL && (E->probes & PM_BIT(PM_PROBE_CHUNKS))) {
     if (c->group == NULL) {
-      c->group = pm_group_new(E, chunkname, "chunk");
+      c->group = pm_group_new(E, chunkname, "chunk", 0);
       if (c->group == NULL)
         return NULL;
       if (c->env) {

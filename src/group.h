@@ -73,6 +73,10 @@ typedef struct pm_Ctx pm_Ctx;
 typedef struct pm_Set {
   uint32_t hash;
   int n;
+  /* no group of it is a plugin's (every one is a library, or it has none):
+  ** a call into it from another group's code charges that code's self
+  ** time (pm_ctx_self) */
+  int lib;
   /* the context last entered into this set from base ctx_from (context.h):
   ** a cache, the only part of an interned set that changes */
   pm_Ctx *ctx_from, *ctx;
@@ -102,6 +106,9 @@ struct pm_Group {
   int id; /* 1.., never reused; 0 is the process */
   char *name, *kind;
   int refs; /* its handle, environments, source prefixes, its chunk */
+  /* a library (a host's core API, its util modules): fixed before any set
+  ** names it, as sets read it when interned */
+  int library;
   int dead; /* refs reached 0: no longer reported, freed by a sweep */
   int dying; /* a sweep frees it: nothing running holds it */
   pm_Env **envs; /* the environments it is attached to, for memberships */
@@ -144,8 +151,10 @@ typedef struct pm_Chunk {
   pm_Group *group; /* its chunk group, made while "chunks" is probed */
 } pm_Chunk;
 
-/* A new group with one reference (its handle, or its chunk). */
-pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind);
+/* A new group with one reference (its handle, or its chunk); a library
+** when library is not 0. */
+pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind,
+                        int library);
 /* The group with that id, NULL when it never was or was freed; a dead
 ** group not yet swept is returned, marked. */
 pm_Group *pm_group_get (pm_Engine *E, int id);

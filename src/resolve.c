@@ -102,7 +102,10 @@ static uintptr_t resolve (pm_State *S, lua_State *L, const void *key) {
     pm_Set *s = resolve_lua(S, L);
     if (s == NULL)
       return PM_FN_C; /* out of memory: inherit the caller's set */
-    v = (uintptr_t)s | PM_FN_LUA;
+    /* code of no group is its caller's as a C function is: the time of a
+       plugin's call into a host's helper is the plugin's self time */
+    if (s->n > 0)
+      v = (uintptr_t)s | PM_FN_LUA;
   }
   pm_map_put(&S->e.fns, key, v, S->e.falloc, S->e.fud);
   return v;

@@ -6,8 +6,9 @@
 ** chunk was loaded with; with the groups of the source prefixes its chunk's
 ** path begins with, and its chunk group while "chunks" is probed.  A
 ** chunk is told by its prototype tree where proto.h's start-up check
-** passed, else by its source name.  A C function has no set of its own:
-** it runs in its caller's.  Each answer is cached in the address map
+** passed, else by its source name.  A C function has no set of its own,
+** nor a Lua function whose set is empty (a host's helper that belongs to
+** no group): it runs in its caller's.  Each answer is cached in the address map
 ** (engine.h's tags), keyed by the function, until attaching, detaching or
 ** a probe change forgets them (pm_functions_forget).
 */
@@ -22,7 +23,7 @@
 ** again next time). */
 uintptr_t pm_resolve (pm_State *S, lua_State *L);
 /* The set of the function on the top of the stack, or NULL for a C
-** function: for the profiler's frames. */
+** function or a Lua function of no group: for the profiler's frames. */
 const pm_Set *pm_resolve_set (lua_State *L, pm_State *S);
 /* Registers a chunk's main function, at fidx, with its environment
 ** (perfmon.load); returns 0 when memory ran out. */

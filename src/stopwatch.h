@@ -61,9 +61,9 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta);
 ** samples begin.  pm_sw_sample takes the CPU time since the last sample
 ** and returns whether the sets on the stack are
 ** to be charged with it (not when `charge` is 0: an exact monitor is open,
-** and wins); then pm_sw_sample_set charges each set's groups, the
-** innermost first with self set: every group once per sample, those of
-** the innermost set as self time too. */
+** and wins); then pm_sw_sample_set charges each set's groups, every group
+** once per sample, and those of the set that owns the sample's self time
+** (context.h's rule, told by sampled.c's walk) as self time too, once. */
 void pm_sw_sampled (pm_Engine *E, int on);
 int pm_sw_sample (pm_Engine *E, int charge);
 void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self);
