@@ -199,6 +199,46 @@ describe("self time through code of no group", function()
   end)
 end)
 
+describe("self time across event boundaries", function()
+  -- an event's boundary cancels the stopwatches under way: the code that
+  -- marked it goes on charged in its own groups, or a call into its own
+  -- set would start none and its time would go to nobody
+  it("charges a plugin that brackets its own functions in events", function()
+    local spent = {}
+    local ga = perfmon.group { name = "a", kind = "plugin" }
+    local a = chunk("a", ga, [[
+      local perfmon = select(2, ...)
+      local a = {}
+      function a.work() spin("a", 5) end
+      function a.run() for _ = 1, 10 do perfmon.event(a.work) end end
+      return a]], spent, perfmon)
+    local mon <close> = perfmon.monitor { "jank" }
+    local before = mon:snapshot()
+    a.run()
+    local d = mon:snapshot():subtract(before)
+    truth.assert_near(st(d, ga).self_us, spent_of(spent, "a"), "a's self")
+    assert.equals(10, st(d, ga).events)
+  end)
+
+  it("charges a library its turns when code of no group brackets them", function()
+    local spent = {}
+    local gcore = perfmon.group { name = "core", kind = "core", library = true }
+    local core = chunk("core", gcore, [[
+      local core = {}
+      function core.turn() spin("turn", 3) end
+      function core.loop(step) for _ = 1, 10 do step() end end
+      return core]], spent)
+    local step = chunk("step", nil, [[
+      local perfmon, core = select(2, ...)
+      return function() perfmon.event(core.turn) end]], spent, perfmon, core)
+    local mon <close> = perfmon.monitor { "jank" }
+    local before = mon:snapshot()
+    core.loop(step)
+    local d = mon:snapshot():subtract(before)
+    truth.assert_near(st(d, gcore).self_us, spent_of(spent, "turn"), "core's self: its turns")
+  end)
+end)
+
 describe("a library group", function()
   it("says it is one, on its handle and in snapshots, JSON included", function()
     local lib = perfmon.group { name = "core", kind = "core", library = true }

@@ -974,6 +974,20 @@ static int settled (pm_State *S, lua_State *L) {
          lua_getstack(L, 0, &ar) && last.t->f[last.t->n - 1].ci == ar.i_ci;
 }
 
+void pm_hook_restart (pm_State *S) {
+  pm_Thread *t = S->current;
+  pm_Engine *E = &S->e;
+  pm_Ctx *c;
+  const pm_Set *s;
+  if (S->exact == 0 || t == NULL || t->n == 0 || t->blocking > 0 ||
+      t->loops > 0)
+    return;
+  s = t->f[t->n - 1].set;
+  /* no tick: the code was entered before */
+  if (s->n > 0 && E->ctx == &E->root && (c = pm_ctx_child(E, E->ctx, s)))
+    pm_sw_change(E, c);
+}
+
 void pm_hook_settle (lua_State *L, pm_State *S) {
   pm_Thread *t;
   if (S->exact == 0)
