@@ -240,7 +240,8 @@ static void unwind (pm_Thread *t, int keep) {
 
 /* t's frames go (a thread that perfmon lost sight of, or that is
 ** collected): if it runs, the groups of the context it was resumed from
-** run on, and what it runs is no set's self time (the empty set's). */
+** run on, and what it runs is code of no group (the empty set's): its
+** resumer's self time. */
 static void drop_frames (pm_Thread *t) {
   pm_Engine *E = &t->S->e;
   pm_Ctx *c;
