@@ -52,6 +52,7 @@ build = {
         "src/stopwatch.c",
         "src/trap.c",
         "src/watch.c",
+        "src/wrapper.c",
         "src/profiler/coroutines.c",
         "src/profiler/lprofiler.c",
         "src/profiler/profiler.c",

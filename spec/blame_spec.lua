@@ -58,6 +58,8 @@ local function host(spent, lib_group)
       spin("step", 3)
       for _, p in ipairs(plugins) do p.on_step() end
     end
+    function core.draw() spin("draw", 6) end
+    function core.paint() spin("paint", 2) core.draw() end
     return core]], spent, h.plugins)
   h.ga = perfmon.group { name = "a", kind = "plugin" }
   h.a = chunk("a", h.ga, [[
@@ -151,6 +153,23 @@ for mode, m in pairs(MODES) do
         "core, inclusive")
       near(st(d, h.ga).self_us, spent_of(spent, "a.step", "fuzzy"), "a's self, with its core calls")
       near(st(d, h.gb).self_us, spent_of(spent, "b.step"), "b's self")
+    end)
+
+    it("leaves a library its own work where a plugin wraps the library's function", function()
+      local spent = {}
+      local h = host(spent)
+      -- the usual way to extend a host: keep its function, put one's own
+      -- in its place, call the original (kept under its name, or another
+      -- with a prefix); two plugins' wrappers here, both in group a
+      chunk("wrap", h.ga, [[
+        local core = select(2, ...)
+        local draw = core.draw
+        function core.draw(...) spin("wrap", 1) draw(...) end
+        local old_draw = core.draw
+        function core.draw(...) spin("wrap", 1) old_draw(...) end]], spent, h.core)
+      local d = measure(mode, m.events, function() h.core.paint() end)
+      near(st(d, h.ga).self_us, spent_of(spent, "wrap"), "the wrapping plugin's self: its own work")
+      near(st(d, h.gcore).self_us, spent_of(spent, "paint", "draw"), "core's self: its paint and draw")
     end)
 
     it("keeps the sum: the groups' self time is the process's at most", function()

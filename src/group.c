@@ -82,6 +82,7 @@ static int every (uintptr_t v, void *arg) {
 /* The map keeps its room: the functions come back. */
 void pm_functions_forget (pm_Engine *E) {
   pm_map_filter(&E->fns, every, NULL);
+  E->fns_forgets++;
 }
 
 /* }====================================================== */
@@ -704,6 +705,7 @@ static int drop_record (uintptr_t v, void *arg) {
 void pm_groups_free (pm_Engine *E) {
   int i;
   pm_map_free(&E->fns, E->falloc, E->fud);
+  E->fns_forgets++;
   pm_map_filter(&E->known, drop_record, E);
   pm_map_free(&E->known, E->falloc, E->fud);
   while (E->envs != NULL) {

@@ -11,6 +11,7 @@
 #include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
+#include "wrapper.h"
 
 /* The tick timer is asked for less than any scheduler tick, so that its
 ** signal comes at every tick of the thread's CPU time, and never more
@@ -98,11 +99,13 @@ typedef struct Self {
   const pm_Set *lib; /* the innermost library's set, until then */
 } Self;
 
-/* Charges the sets of T's frames, the top first, self time as *o says.
-** Returns 0 where it reached the code that spun the nested loop running:
-** the walk ends there. */
+/* Charges the sets of T's frames, the top first, self time as *o says:
+** where a plugin's frame wraps the library's function it called
+** (wrapper.h), the library keeps it.  Returns 0 where it reached the code
+** that spun the nested loop running: the walk ends there. */
 static int walk (pm_State *S, lua_State *T, Self *o) {
-  const pm_Set *last = NULL, *s;
+  const pm_Set *last = NULL, *s, *above = NULL;
+  lua_Debug up; /* the frame above, where its set is a library's */
   Frames f;
   int i, cut = -1, self;
   if (S->e.loop > 0 && S->loop_thread[S->e.loop] == T)
@@ -112,14 +115,22 @@ static int walk (pm_State *S, lua_State *T, Self *o) {
   for (i = 0;; i++) {
     if (i == cut)
       return 0;
-    if ((s = set_of(S, T, &f.ar)) != NULL && s != last) {
+    s = set_of(S, T, &f.ar);
+    if (s != NULL && s != last) {
       self = !o->found && !s->lib;
+      if (self && above != NULL && pm_wraps(S, T, &up, &f.ar)) {
+        pm_sw_sample_set(&S->e, o->lib, 1); /* the library's own work */
+        o->found = 1;
+        self = 0;
+      }
       pm_sw_sample_set(&S->e, s, self);
       o->found |= self;
       if (o->lib == NULL && s->lib)
         o->lib = s;
       last = s;
     }
+    if ((above = s != NULL && s->lib ? s : NULL) != NULL)
+      up = f.ar;
     if (!frames_next(S, &f))
       return 1;
   }

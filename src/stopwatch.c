@@ -421,6 +421,15 @@ pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s) {
   return from;
 }
 
+pm_Ctx *pm_sw_enter_own (pm_Engine *E, const pm_Set *s) {
+  pm_Ctx *from = E->ctx, *n = pm_ctx_find(E, from, s, s);
+  if (n == NULL)
+    return NULL;
+  n->entries++;
+  change(E, n);
+  return from;
+}
+
 void pm_sw_leave (pm_Engine *E, pm_Ctx *to, uint64_t iter) {
   change(E, pm_sw_valid(E, to, iter));
 }

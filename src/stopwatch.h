@@ -34,6 +34,9 @@
 ** a call into s from c leads to, counted as entered, without a change:
 ** the frames of a coroutine that runs again (c when no memory). */
 pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s);
+/* The same into a library's set s whose self time stays its own: the
+** caller wraps the library's function (wrapper.h). */
+pm_Ctx *pm_sw_enter_own (pm_Engine *E, const pm_Set *s);
 void pm_sw_leave (pm_Engine *E, pm_Ctx *to, uint64_t iter);
 void pm_sw_change (pm_Engine *E, pm_Ctx *to);
 pm_Ctx *pm_sw_child (pm_Engine *E, pm_Ctx *c, const pm_Set *s);
