@@ -155,12 +155,14 @@ int pm_proto_heap (lua_State *L,
                    void *arg) {
   GCObject *o;
   for (o = all_objects(L); o != NULL; o = o->next) {
-    /* garbage that a memory error left half made has no prototype, or
-       one with no source yet: neither is any chunk's */
+    /* garbage that a memory error left half made may have no prototype,
+       and is no chunk's; a prototype with no source is stripped (or half
+       made: its sizes are set as its arrays are, and a record keyed by
+       it goes with it) */
     const Proto *p = o->tt == PM_VLCL     ? ((const LClosure *)o)->p
                      : o->tt == PM_VPROTO ? (const Proto *)o
                                           : NULL;
-    if (p != NULL && p->source != NULL && !fn(o, o->tt == PM_VPROTO, arg))
+    if (p != NULL && !fn(o, o->tt == PM_VPROTO, arg))
       return 0;
   }
   return 1;

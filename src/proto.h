@@ -21,7 +21,8 @@ const void *pm_proto_of (const void *f);
 /* Whether p is a chunk's main function's: the root of a tree. */
 int pm_proto_is_main (const void *p);
 /* The TString of p's source name (lua_Debug.source less the string
-** offset), which every prototype of a load shares. */
+** offset), which every prototype of a load shares; NULL for stripped code
+** (lua_Debug.source "=?"). */
 const void *pm_proto_source (const void *p);
 
 /* Calls fn(p, arg) for root and every prototype below it, root first;
