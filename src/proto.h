@@ -34,6 +34,16 @@ int pm_proto_walk (const void *root, int (*fn)(const void *p, void *arg),
 ** upvalue 1 of a main function, which is _ENV even stripped), or NULL. */
 const void *pm_proto_env (const void *f, size_t offset);
 
+/* The upvalue (from 1) of the stripped Lua function f, of no known tree,
+** that holds the environment of its load.  A load sets upvalue 1 of the
+** function it makes; a function defined in a main function reads _ENV
+** through the upvalue that came down from the main function's upvalue 1
+** (its descriptor: not in the parent's stack, the parent's upvalue 0),
+** and that one is taken where it holds a table: in a function whose main
+** function died unseen (a function loaded alone has nothing there).  So
+** exact for both, but a guess for a function defined deeper. */
+int pm_proto_load_env (const void *f);
+
 /* The identity of upvalue i (from 0) of the Lua function f, as
 ** lua_upvalueid gives it (its UpVal), or NULL past the last. */
 const void *pm_proto_upvalue (const void *f, int i);

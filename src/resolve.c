@@ -77,7 +77,7 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   const char *name;
   pm_Chunk *c;
   pm_Env *e = NULL;
-  int i, is_main, root, link;
+  int i, is_main, root, link, up;
   for (i = 1; envp == NULL && (name = lua_getupvalue(L, -1, i)) != NULL; i++) {
     if (strcmp(name, "_ENV") == 0 && lua_istable(L, -1))
       envp = lua_topointer(L, -1);
@@ -87,14 +87,15 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   lua_getinfo(L, ">S", &d);
   is_main = strcmp(d.what, "main") == 0;
   c = chunk_of(S, lua_topointer(L, -1), d.source, is_main, &root);
-  first = root ? upvalue_table(L, 1) : NULL;
+  up = root && !is_main ? pm_proto_load_env(lua_topointer(L, -1)) : 1;
+  first = root ? upvalue_table(L, up) : NULL;
   if ((link = first != NULL && (envp == NULL || envp == first)))
     envp = first;
   if (envp != NULL) {
     /* out of memory: resolved again next time, since attaching to a new
        record forgets nothing (pm_env_attach) */
     if ((e = pm_env_get(&S->e, envp, 1)) == NULL ||
-        (link && !pm_env_link(&S->e, lua_upvalueid(L, -1, 1), e)))
+        (link && !pm_env_link(&S->e, lua_upvalueid(L, -1, up), e)))
       return NULL;
     if (c != NULL && (root || c->env == NULL))
       pm_chunk_set_env(&S->e, c, e);
