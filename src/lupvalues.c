@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 
 #include "group.h"
+#include "resolve.h"
 #include "state.h"
 
 /* Whether an upvalue of a Lua function named so may hold its environment:
@@ -16,6 +17,14 @@
 ** set upvalue 1 to it). */
 static int env_name (const char *name) {
   return strcmp(name, "_ENV") == 0 || strcmp(name, "(no name)") == 0;
+}
+
+/* The Lua function at 1 may be in another environment: it is resolved
+** again now, so that a chunk's main function tells its chunk's new one,
+** which the chunk's functions that touch no global follow. */
+static void moved (lua_State *L, pm_State *S) {
+  if (!pm_resolve_chunk(L, S, 1))
+    luaL_error(L, "not enough memory");
 }
 
 /* debug.setupvalue(f, up, value), as ldblib.c's */
@@ -28,9 +37,12 @@ static int upvalues_set (lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   if ((name = lua_setupvalue(L, 1, n)) == NULL)
     return 0;
-  if (!lua_iscfunction(L, 1) && env_name(name) && (S = pm_state_get(L)) != NULL)
-    pm_functions_forget(&S->e);
   lua_pushstring(L, name);
+  if (!lua_iscfunction(L, 1) && env_name(name) &&
+      (S = pm_state_get(L)) != NULL) {
+    pm_functions_forget(&S->e);
+    moved(L, S);
+  }
   return 1;
 }
 
@@ -53,8 +65,10 @@ static int upvalues_join (lua_State *L) {
   env = env_name(lua_getupvalue(L, 1, n1));
   lua_pop(L, 1);
   lua_upvaluejoin(L, 1, n1, 3, n2);
-  if (env && (S = pm_state_get(L)) != NULL)
+  if (env && (S = pm_state_get(L)) != NULL) {
     pm_map_del(&S->e.fns, lua_topointer(L, 1));
+    moved(L, S);
+  }
   return 0;
 }
 
