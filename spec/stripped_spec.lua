@@ -128,7 +128,8 @@ describe("stripped code in an attached environment", function()
     end, g)
     -- on the public path "=?" is every stripped chunk's name, and these
     -- functions share no upvalue with the function the load made
-    if exact then charged(got, p.spent, "env-less stripped functions") else at_most(got, p.spent, "env-less stripped functions") end
+    local check = exact and charged or at_most
+    check(got, p.spent, "env-less stripped functions")
   end)
 
   it("charges a stripped function dumped and loaded alone, and its closures", function()
