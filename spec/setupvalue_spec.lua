@@ -216,9 +216,12 @@ describe("perfmon's debug.setupvalue and debug.upvaluejoin", function()
   end)
 
   it("add nothing to a debug library that has none", function()
+    local core = require("perfmon.loader")
     local lib = { getinfo = debug.getinfo }
-    require("perfmon.loader").upvalue_functions(lib)
+    core.upvalue_functions(lib)
     assert.is_nil(lib.setupvalue)
     assert.is_nil(lib.upvaluejoin)
+    assert.has_error(function() core.upvalue_functions(1) end,
+      "bad argument #1 to 'upvalue_functions' (table expected, got number)")
   end)
 end)
