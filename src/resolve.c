@@ -73,11 +73,13 @@ static pm_Env *env_of_upvalues (pm_State *S, lua_State *L) {
 ** code where the tree cannot be read). */
 static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   lua_Debug d;
-  const void *envp = NULL, *first;
+  const void *envp = NULL;
   const char *name;
   pm_Chunk *c;
   pm_Env *e = NULL;
-  int i, is_main, root, link, up;
+  int i, is_main;
+  int root, link, up; /* the load's root, and its upvalue that is _ENV */
+  const void *first; /* the table in that upvalue */
   for (i = 1; envp == NULL && (name = lua_getupvalue(L, -1, i)) != NULL; i++) {
     if (strcmp(name, "_ENV") == 0 && lua_istable(L, -1))
       envp = lua_topointer(L, -1);
