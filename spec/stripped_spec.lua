@@ -198,6 +198,19 @@ describe("stripped code in an attached environment", function()
       charged(got, p.spent, "the stripped chunk")
     end)
 
+    it("charges the functions that touch no global of a stripped chunk whose main function is gone", function()
+      -- placed by the local M they share with M.run, which reads _ENV
+      -- through the upvalue the main function passed down
+      local g, env = plugin("stripped gone, quiet")
+      local p = assert(load(stripped(PLUGIN), "=?", "b", env))()
+      collectgarbage()
+      local got = measure(function()
+        for _ = 1, 3 do perfmon.event(p.quiet, 12) end
+      end, g)
+      local check = exact and charged or at_most
+      check(got, p.spent, "M.quiet")
+    end)
+
     it("charges a function whose main function is gone and that reads a local first", function()
       local g, env = plugin("stripped gone, local first")
       local p = assert(load(stripped(PLUGIN), "=?", "b", env))()

@@ -137,14 +137,26 @@ const void *pm_proto_env (const void *f, size_t offset) {
   return NULL;
 }
 
-int pm_proto_load_env (const void *f) {
-  const LClosure *cl = f;
+/* The index of f's upvalue that came down from its parent's upvalue 0
+** (descriptor: not in the parent's stack, index 0) when it holds a table;
+** -1 when none does. */
+static int passed_env (const LClosure *cl) {
   const Upvaldesc *up = cl->p->upvalues;
   int i;
   for (i = 0; i < cl->nupvalues && i < cl->p->sizeupvalues; i++)
     if (!up[i].instack && up[i].idx == 0)
-      return upvalue_table(cl, i) != NULL ? i + 1 : 1;
-  return 1;
+      return upvalue_table(cl, i) != NULL ? i : -1;
+  return -1;
+}
+
+int pm_proto_load_env (const void *f) {
+  int i = passed_env(f);
+  return i >= 0 ? i + 1 : 1;
+}
+
+const void *pm_proto_passed_env (const void *f) {
+  int i = passed_env(f);
+  return i >= 0 ? upvalue_table(f, i) : NULL;
 }
 
 const void *pm_proto_upvalue (const void *f, int i) {

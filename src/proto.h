@@ -43,6 +43,10 @@ const void *pm_proto_env (const void *f, size_t offset);
 ** function died unseen (a function loaded alone has nothing there).  So
 ** exact for both, but a guess for a function defined deeper. */
 int pm_proto_load_env (const void *f);
+/* The table in that upvalue of f that came down from its parent's upvalue
+** 0, or NULL: for a stripped function of no known tree, whose parent was
+** the main function, its _ENV. */
+const void *pm_proto_passed_env (const void *f);
 
 /* The identity of upvalue i (from 0) of the Lua function f, as
 ** lua_upvalueid gives it (its UpVal), or NULL past the last. */

@@ -162,8 +162,11 @@ uintptr_t pm_resolve (pm_State *S, lua_State *L) {
 ** also links its upvalues to its environment (pm_env_link): a function of
 ** the same load that touches no global shares some of them, which tells
 ** its load where a source name shared by two loads cannot.  Stripped
-** code is among them: its main function's upvalue 1 is its _ENV; a
-** stripped function of no tree is the root of one when first resolved
+** code is among them: its main function's upvalue 1 is its _ENV, and a
+** stripped function whose main prototype is gone reads its _ENV through
+** the upvalue that came down from its parent's first, if its parent was
+** the main function (pm_proto_passed_env: deeper, a guess); such a
+** function is the root of a tree of its own when first resolved
 ** (chunk_of). */
 typedef struct Discovery {
   pm_State *S;
@@ -192,14 +195,16 @@ static int discover_env (const void *obj, int proto, void *arg) {
   int i;
   if (proto || pm_proto_is_main(p = pm_proto_of(obj)) != d->mains)
     return 1;
-  if ((table = pm_proto_env(obj, S->string_offset)) == NULL)
+  v = pm_map_get(&S->e.known, p);
+  if ((table = pm_proto_env(obj, S->string_offset)) == NULL &&
+      (pm_proto_source(p) != NULL || (v != 0 && PM_TAG(v) == PM_CHUNK) ||
+       (table = pm_proto_passed_env(obj)) == NULL))
     return 1; /* it cannot tell */
   if ((e = pm_env_get(&S->e, table, 1)) == NULL)
     return 0;
   for (i = 0; (uv = pm_proto_upvalue(obj, i)) != NULL; i++)
     if (!pm_env_link(&S->e, uv, e))
       return 0;
-  v = pm_map_get(&S->e.known, p);
   if ((v == 0 || PM_TAG(v) != PM_CHUNK) && pm_proto_source(p) == NULL)
     return 1; /* stripped, of no tree: no name to tell it by */
   if (v == 0 || PM_TAG(v) != PM_CHUNK)
