@@ -42,6 +42,7 @@ build = {
         "src/index.c",
         "src/lalert.c",
         "src/lperfmon.c",
+        "src/lupvalues.c",
         "src/map.c",
         "src/mem.c",
         "src/proto.c",

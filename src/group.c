@@ -261,6 +261,9 @@ typedef struct Tree {
 
 static int key_proto (const void *p, void *arg) {
   Tree *t = arg;
+  uintptr_t v = pm_map_get(&t->E->known, p);
+  if (v != 0 && PM_TAG(v) == PM_CHUNK)
+    return 1; /* a stripped function keyed as a root before its parent */
   if (!pm_map_put(&t->E->known, p, (uintptr_t)t->c | PM_CHUNK, t->E->falloc,
                   t->E->fud))
     return 0;
@@ -278,6 +281,7 @@ pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk) {
     return NULL;
   memset(t.c, 0, sizeof(*t.c));
   t.c->exact = 1;
+  t.c->root = root;
   if (!walk(root, key_proto, &t) && t.c->refs == 0) {
     pm_free(E, t.c, sizeof(*t.c));
     return NULL;

@@ -145,6 +145,7 @@ typedef struct pm_Source {
 typedef struct pm_Chunk {
   int refs; /* keys naming it: its source, or every prototype of its tree */
   int exact; /* named by its prototypes: one load of one chunk */
+  const void *root; /* exact: the prototype its tree was keyed from */
   pm_Env *env; /* the environment it was loaded with, or NULL */
   int ambiguous; /* the source is shared by chunks of different envs */
   int unresolved; /* env-less functions were resolved before env known */
@@ -190,9 +191,11 @@ pm_Env *pm_env_of_upvalue (pm_Engine *E, const void *uv);
 void pm_upvalue_forget (pm_Engine *E, uintptr_t v);
 
 pm_Chunk *pm_chunk_get (pm_Engine *E, const void *source, int create);
-/* The record of the chunk whose main function has prototype root, keyed by
-** every prototype of its tree, which walk(root, f, arg) calls f on until f
-** returns 0 (the adapter's pm_proto_walk); NULL when memory ran out. */
+/* The record of the chunk whose root function (a main function, or a
+** stripped function of no known tree) has prototype root, keyed by every
+** prototype of its tree not keyed yet, which walk(root, f, arg) calls f on
+** until f returns 0 (the adapter's pm_proto_walk); NULL when memory ran
+** out.  root must not be keyed yet. */
 typedef int (*pm_Walk)(const void *root, int (*f)(const void *p, void *arg),
                        void *arg);
 pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk);

@@ -13,6 +13,7 @@
 
 #include "alert.h"
 #include "lalert.h"
+#include "lupvalues.h"
 #include "fleet.h"
 #include "hook.h"
 #include "resolve.h"
@@ -1119,5 +1120,6 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   add_bracket(L, "nested_loop", l_nested_loop, l_nested_leave);
   add_bracket(L, "blocking", l_blocking, l_blocking_end);
   pm_profiler_register(L); /* core.profiler_* */
+  pm_upvalues_register(L); /* core.upvalue_functions */
   return 1;
 }

@@ -25,8 +25,10 @@ uintptr_t pm_resolve (pm_State *S, lua_State *L);
 /* The set of the function on the top of the stack, or NULL for a C
 ** function or a Lua function of no group: for the profiler's frames. */
 const pm_Set *pm_resolve_set (lua_State *L, pm_State *S);
-/* Registers a chunk's main function, at fidx, with its environment
-** (perfmon.load); returns 0 when memory ran out. */
+/* Resolves the Lua function at fidx without caching it, so that a
+** chunk's main function tells its chunk's environment: a chunk just
+** loaded (perfmon.load), or one whose _ENV was set (lupvalues.h).
+** Returns 0 when memory ran out. */
 int pm_resolve_chunk (lua_State *L, pm_State *S, int fidx);
 /* Finds the chunks and environments of the functions that ran before the
 ** first monitor opened, in the heap (proto.h), where that is checked.

@@ -205,7 +205,14 @@ Monitor.__index = Monitor
 -- them.  A hook set behind perfmon's back (a debug.sethook kept from
 -- before, or C code) is noticed at the next snapshot or event boundary and
 -- reported (snapshot.hook_lost).
-if package.loaded.debug then core.hook_functions(package.loaded.debug) end
+-- debug.setupvalue and debug.upvaluejoin are perfmon's from here on
+-- (core.upvalue_functions): they behave as the library's and also forget
+-- the cached groups of the functions whose _ENV they change, which are
+-- resolved again at their next call.
+if package.loaded.debug then
+  core.hook_functions(package.loaded.debug)
+  core.upvalue_functions(package.loaded.debug)
+end
 
 --- Opens a monitor holding the named probes: "jank" (CPU times and the
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).

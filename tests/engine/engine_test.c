@@ -650,6 +650,52 @@ static void test_upvalue_links (void) {
   unmonitor(JANK);
 }
 
+/* A fake prototype tree, and pm_proto_walk's walk of it. */
+typedef struct Node {
+  const struct Node *kids[2];
+  int n;
+} Node;
+
+static int walk_nodes (const void *root, int (*fn)(const void *p, void *arg),
+                       void *arg) {
+  const Node *p = root;
+  int i;
+  if (!fn(p, arg))
+    return 0;
+  for (i = 0; i < p->n; i++)
+    if (!walk_nodes(p->kids[i], fn, arg))
+      return 0;
+  return 1;
+}
+
+/* A tree is keyed from its root, which its record names; a prototype keyed
+** before as the root of its own (a stripped function resolved before the
+** main function that made it) keeps its record.  A record lives while a
+** key names it. */
+static void test_chunk_trees (void) {
+  static const Node leaf = {{NULL, NULL}, 0};
+  static const Node mid = {{&leaf, NULL}, 1};
+  static const Node root = {{&mid, NULL}, 1};
+  pm_Chunk *m, *r;
+  size_t before;
+  monitor(JANK);
+  m = pm_chunk_tree(&E, &mid, walk_nodes);
+  CHECK(m != NULL && m->exact && m->root == &mid && m->refs == 2);
+  r = pm_chunk_tree(&E, &root, walk_nodes);
+  CHECK(r != NULL && r->exact && r->root == &root && r->refs == 1);
+  CHECK(PM_PTR(pm_map_get(&E.known, &leaf)) == m);
+  CHECK(PM_PTR(pm_map_get(&E.known, &mid)) == m);
+  CHECK(PM_PTR(pm_map_get(&E.known, &root)) == r);
+  /* the prototypes are freed, as the allocator wrapper tells */
+  before = E.bytes;
+  pm_chunk_forget(&E, PM_PTR(pm_map_del(&E.known, &leaf)));
+  pm_chunk_forget(&E, PM_PTR(pm_map_del(&E.known, &root)));
+  CHECK(E.bytes == before - sizeof(pm_Chunk));
+  pm_chunk_forget(&E, PM_PTR(pm_map_del(&E.known, &mid)));
+  CHECK(E.bytes == before - 2 * sizeof(pm_Chunk));
+  unmonitor(JANK);
+}
+
 /*
 ** {======================================================
 ** Samples (sampled mode)
@@ -1016,6 +1062,7 @@ int main (void) {
       {"invisible_and_unwatched", test_invisible_and_unwatched},
       {"lifetimes", test_lifetimes},
       {"upvalue_links", test_upvalue_links},
+      {"chunk_trees", test_chunk_trees},
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"samples", test_samples},
       {"held_back_sample", test_held_back_sample},
