@@ -90,11 +90,18 @@ local function st(d, g)
 end
 
 -- Runs fn n times, one event each, under a monitor of mode; returns the
--- difference of snapshots.
+-- difference of snapshots.  Between events, code of no group spins for
+-- lengths that drift against the sampler's period: a workload that
+-- repeats exactly every 10 ms would show a 4 ms sampler the same few
+-- phases of it, whose share need not be the truth's.
 local function measure(mode, n, fn)
   local mon <close> = perfmon.monitor { "jank", mode = mode }
   local before = mon:snapshot()
-  for _ = 1, n do perfmon.event(fn) end
+  for i = 1, n do
+    local t = os.clock() + (i % 7) * 0.00037
+    while os.clock() < t do end
+    perfmon.event(fn)
+  end
   return mon:snapshot():subtract(before)
 end
 
