@@ -694,9 +694,11 @@ static int bracket_done (lua_State *L, int status, lua_KContext ctx) {
   return lua_gettop(L) - 1;
 }
 
-/* Stack: fn args... */
-static int bracket (lua_State *L, const char *fname,
-                    int (*begin)(lua_State *)) {
+/* Stack: fn args...  An event's and a nested loop's fn is the code of the
+** new iteration: its calls into the caller's own groups start them
+** (pm_hook_boundary), where a blocking call's runs on in its caller's. */
+static int bracket (lua_State *L, const char *fname, int (*begin)(lua_State *),
+                    int boundary) {
   if (lua_type(L, 1) != LUA_TFUNCTION) {
     if (luaL_getmetafield(L, 1, "__call") == LUA_TNIL)
       return luaL_error(L,
@@ -707,6 +709,8 @@ static int bracket (lua_State *L, const char *fname,
   /* a C function has LUA_MINSTACK free slots: room for the ender */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1); /* ender fn args... */
+  if (boundary) /* before the marker's restart (pm_hook_restart) */
+    pm_hook_boundary(L, pm_state_get(L));
   begin(L);
   lua_toclose(L, 1); /* nothing can fail between begin and here */
   lua_callk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, bracket_done);
@@ -714,15 +718,15 @@ static int bracket (lua_State *L, const char *fname,
 }
 
 static int l_event (lua_State *L) {
-  return bracket(L, "event", l_event_begin);
+  return bracket(L, "event", l_event_begin, 1);
 }
 
 static int l_nested_loop (lua_State *L) {
-  return bracket(L, "nested_loop", l_nested_enter);
+  return bracket(L, "nested_loop", l_nested_enter, 1);
 }
 
 static int l_blocking (lua_State *L) {
-  return bracket(L, "blocking", l_blocking_begin);
+  return bracket(L, "blocking", l_blocking_begin, 0);
 }
 
 /* Adds core[name], the bracket f whose end is the marker end. */
