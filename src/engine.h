@@ -26,6 +26,7 @@
 #include "hints.h"
 #include "index.h"
 #include "map.h"
+#include "source.h"
 
 /* What the markers return: the same values as perfmon.h's PERFMON_OK and
 ** PERFMON_EMISUSE (host.c checks that they agree). */
@@ -80,12 +81,12 @@ struct pm_Engine {
   int lastid; /* ids made so far */
   int ndead; /* dead groups among them */
   pm_Env *envs;
-  pm_Source *sources;
-  int nsources, sourcecap;
   pm_Set **sets; /* interned, in no order */
   int nsets, setcap;
   pm_Index setidx; /* sets by their hash */
   pm_Set *empty;
+
+  pm_Sources src; /* source.c */
 
   /* context.c: every context but the root, in the order they were made */
   pm_Ctx **ctxs;

@@ -1,0 +1,27 @@
+/*
+** path.h -- chunk paths as the file system names them.
+**
+** The adapter's half of source prefixes (source.h), which asks the OS:
+** the working directory and symlinks.  A prefix is normalised when it is
+** attached, a chunk's path at its first resolution (the nearest perfmon
+** comes to its load), and kept in its chunk record: once, not at every
+** resolution.
+*/
+#ifndef PM_PATH_H
+#define PM_PATH_H
+
+#include "state.h"
+
+/* The normal form of path (len bytes) into out (PM_KEY_MAX - 1 bytes at
+** most): absolute against the working directory now, without "." and ".."
+** components or repeated '/', its symlinks resolved (realpath) as far as
+** it exists, a trailing '/' kept.  Returns its length, or 0 when it does
+** not fit or the working directory cannot be read. */
+size_t pm_path_normal (const char *path, size_t len, char *out);
+
+/* The key of c's chunk, whose source is source (len bytes): made and kept
+** in c at its first call.  An '@' source is a path, normalised; any other
+** is a name, as written.  NULL when memory ran out. */
+pm_Path *pm_path_of (pm_State *S, pm_Chunk *c, const char *source, size_t len);
+
+#endif
