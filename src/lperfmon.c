@@ -204,7 +204,7 @@ static int l_attach_source (lua_State *L) {
   size_t len, plen;
   const char *prefix = check_prefix(L, &len);
   pm_Group *g = check_group(L, 2);
-  if (len >= PM_KEY_MAX || (plen = pm_path_normal(prefix, len, path)) == 0)
+  if (len >= PM_KEY_MAX || (plen = pm_path_normal(S, prefix, len, path)) == 0)
     return luaL_argerror(L, 1,
                          lua_pushfstring(L,
                                          "the prefix is longer than %d "

@@ -31,12 +31,17 @@ static int dir_form (const char *p, size_t n) {
 ** the component before, which holds no symlink then, as the OS opens the
 ** path; from the first that does not exist on, the components as they are.
 ** Returns out's length, or 0 when it does not fit. */
-static size_t walk (char *p, size_t n, char *out) {
+static size_t walk (pm_State *S, char *p, size_t n, char *out) {
   char link[PM_KEY_MAX];
-  size_t i = 0, m = 0, j, k;
+  size_t i = 0, m = 0, j, k, known = 0;
   int missing = 0, hops = 0, dir = dir_form(p, n);
   struct stat st;
   ssize_t len;
+  if (S->path_dirlen > 0 && n > S->path_dirlen && p[S->path_dirlen] == '/' &&
+      memcmp(p, S->path_dir, S->path_dirlen) == 0) {
+    memcpy(out, S->path_dir, S->path_dirlen);
+    i = m = known = S->path_dirlen;
+  }
   while (i < n) {
     while (i < n && p[i] == '/')
       i++;
@@ -46,6 +51,7 @@ static size_t walk (char *p, size_t n, char *out) {
     if (j - i == 2 && p[i] == '.' && p[i + 1] == '.') {
       while (m > 0 && out[--m] != '/')
         ;
+      known = known < m ? known : m;
     } else if (j == i || (j - i == 1 && p[i] == '.')) {
       /* nothing, or "." */
     } else if (m + 1 + (j - i) >= PM_KEY_MAX) {
@@ -57,6 +63,8 @@ static size_t walk (char *p, size_t n, char *out) {
       out[m] = '\0';
       if (!missing && lstat(out, &st) != 0)
         missing = 1;
+      else if (!missing && S_ISDIR(st.st_mode))
+        known = m;
       else if (!missing && S_ISLNK(st.st_mode) && hops++ < MAX_LINKS &&
                (len = readlink(out, link, sizeof(link) - 1)) > 0 &&
                (size_t)len + (n - j) < PM_KEY_MAX) {
@@ -66,17 +74,20 @@ static size_t walk (char *p, size_t n, char *out) {
         memcpy(p, link, n);
         p[n] = '\0';
         m = link[0] == '/' ? 0 : k;
+        known = known < m ? known : m;
         j = 0;
       }
     }
     i = j;
   }
+  memcpy(S->path_dir, out, known);
+  S->path_dirlen = known;
   if (m == 0 || (dir && out[m - 1] != '/'))
     out[m++] = '/';
   return m < PM_KEY_MAX ? m : 0;
 }
 
-size_t pm_path_normal (const char *path, size_t len, char *out) {
+size_t pm_path_normal (pm_State *S, const char *path, size_t len, char *out) {
   char p[PM_KEY_MAX];
   size_t n = 0;
   if (len == 0)
@@ -92,7 +103,7 @@ size_t pm_path_normal (const char *path, size_t len, char *out) {
   memcpy(p + n, path, len);
   n += len;
   p[n] = '\0';
-  return walk(p, n, out);
+  return walk(S, p, n, out);
 }
 
 pm_Path *pm_path_of (pm_State *S, pm_Chunk *c, const char *source, size_t len) {
@@ -102,7 +113,7 @@ pm_Path *pm_path_of (pm_State *S, pm_Chunk *c, const char *source, size_t len) {
     return NULL;
   if (c->path != NULL)
     return c->path;
-  if (*source == '@' && (n = pm_path_normal(source + 1, len - 1, buf)) > 0)
+  if (*source == '@' && (n = pm_path_normal(S, source + 1, len - 1, buf)) > 0)
     c->path = pm_path_intern(&S->e, '@', buf, n);
   else if (*source == '@') /* too long to normalise: as written */
     c->path = pm_path_intern(&S->e, '@', source + 1, len - 1);

@@ -14,10 +14,12 @@
 
 /* The normal form of path (len bytes) into out (PM_KEY_MAX - 1 bytes at
 ** most): absolute against the working directory now, without "." and ".."
-** components or repeated '/', its symlinks resolved (realpath) as far as
-** it exists, a trailing '/' kept.  Returns its length, or 0 when it does
-** not fit or the working directory cannot be read. */
-size_t pm_path_normal (const char *path, size_t len, char *out);
+** components or repeated '/', its symlinks resolved as far as it exists,
+** a trailing '/' kept.  Returns its length, or 0 when it does not fit or
+** the working directory cannot be read.  The folders of the last path
+** are remembered (S->path_dir) as holding no symlink: one replaced by a
+** symlink since is not seen by the paths that follow under it. */
+size_t pm_path_normal (pm_State *S, const char *path, size_t len, char *out);
 
 /* The key of c's chunk, whose source is source (len bytes): made and kept
 ** in c at its first call.  An '@' source is a path, normalised; any other
