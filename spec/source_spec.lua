@@ -11,8 +11,6 @@
 local perfmon = require("perfmon")
 local truth = require("spec.support.truth")
 
-local MS = 1000
-
 -- A throwaway plugins/ tree: a/init.lua (requires a.util), a/util.lua and
 -- b.lua, each with a busy loop of its own, all sharing _G.
 local function plugin_tree()
@@ -281,8 +279,8 @@ describe("perfmon.attach_source, paths as users write them", function()
     local m <close> = perfmon.monitor{ "jank" }
     local t, d = run(m, named, 15)
     truth.assert_near(charged(d, G), t, "=./x/y")
-    _, d = run(m, other, 15)
-    assert.equals(0, charged(d, G))
+    local _, d2 = run(m, other, 15)
+    assert.equals(0, charged(d2, G))
     perfmon.detach_source("./x/", G)
   end)
 
@@ -359,6 +357,7 @@ describe("perfmon.attach_source, paths as users write them", function()
     local G = perfmon.group{ name = "g", kind = "plugin" }
     local ok, err = pcall(perfmon.attach_source, ("x"):rep(1024), G)
     assert.is_false(ok)
-    assert.matches("bad argument #1 to '[%w.]*attach_source' %(the prefix is longer than 1023 bytes as an absolute path%)", err)
+    assert.matches("bad argument #1 to '[%w.]*attach_source' "
+      .. "%(the prefix is longer than 1023 bytes as an absolute path%)", err)
   end)
 end)
