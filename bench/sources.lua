@@ -5,7 +5,9 @@
 --                5 rounds of 20,000 new closures of a chunk under one of
 --                the prefixes); then the same after detaching down to the
 --                first N again, and the ratio of the last N to the first
---   attach N     the time to attach N prefixes, and to detach them
+--   attach N K   the time to attach N prefixes, and to detach them, with
+--                no function cached, then with K (default 20,000) of the
+--                host's resolved, which the prefixes do not cover
 -- The prefixes are folders <tmp>/p<i>/ under a real temporary folder, which
 -- perfmon.attach_source normalises (path.c); the chunk's path is
 -- <tmp>/p<i>/init.lua.
@@ -79,8 +81,12 @@ function bench.first(...)
   attach_to(0)
 end
 
-function bench.attach(n)
-  n = assert(math.tointeger(tonumber(n)), "attach: N must be an integer")
+-- Attaches and detaches n prefixes while k functions of the host (a chunk
+-- outside them) are resolved and cached under a monitor.
+local function attach_detach(n, k)
+  local mon <close> = perfmon.monitor{ "jank" } -- luacheck: ignore 211
+  local fs = assert(load(SRC, ("@%s/host.lua"):format(root)))(k)
+  for i = 1, k do fs[i]() end
   attach_to(0)
   collectgarbage()
   local t0 = os.clock()
@@ -88,13 +94,19 @@ function bench.attach(n)
   local t1 = os.clock()
   attach_to(0)
   local t2 = os.clock()
-  print(("attach %d prefixes: %.1f ms (%.2f µs each); detach them: %.1f ms"):format(
-    n, (t1 - t0) * 1000, (t1 - t0) * 1e6 / n, (t2 - t1) * 1000))
+  print(("attach %d prefixes, %d functions cached: %.1f ms (%.2f µs each); detach them: %.1f ms"):format(
+    n, k, (t1 - t0) * 1000, (t1 - t0) * 1e6 / n, (t2 - t1) * 1000))
+end
+
+function bench.attach(n, k)
+  n = assert(math.tointeger(tonumber(n)), "attach: N must be an integer")
+  attach_detach(n, 0)
+  attach_detach(n, assert(math.tointeger(tonumber(k or 20000)), "attach: K must be an integer"))
 end
 
 local what = arg[1]
 local ok, err = pcall(function()
-  assert(bench[what], "usage: sources.lua first N... | attach N")
+  assert(bench[what], "usage: sources.lua first N... | attach N [K]")
   bench[what](table.unpack(arg, 2))
 end)
 os.execute(("rm -rf '%s'"):format(root))
