@@ -247,6 +247,23 @@ describe("perfmon.attach_source, paths as users write them", function()
     perfmon.detach_source(root .. "/real/plugins/", P)
   end)
 
+  it("puts a symlinked file in the folder of the link and in its target's", function()
+    local P = perfmon.group{ name = "plugins", kind = "folder" }
+    local T = perfmon.group{ name = "checkout", kind = "folder" }
+    perfmon.attach_source(root .. "/real/plugins/", P)
+    perfmon.attach_source(root .. "/elsewhere/", T)
+    local m <close> = perfmon.monitor{ "jank" }
+    local t, d = run(m, assert(loadfile(root .. "/real/plugins/linked.lua")), 15)
+    truth.assert_near(charged(d, P), t, "the link's folder")
+    truth.assert_near(charged(d, T), t, "the target's folder")
+    -- loaded by its target's path, it is the target's alone
+    t, d = run(m, assert(loadfile(root .. "/elsewhere/target.lua")), 15)
+    truth.assert_near(charged(d, T), t, "the target's folder, loaded there")
+    assert.equals(0, charged(d, P))
+    perfmon.detach_source(root .. "/real/plugins/", P)
+    perfmon.detach_source(root .. "/elsewhere/", T)
+  end)
+
   it("normalises the prefix too: relative, ./, doubled slashes and symlinks", function()
     local rel = relative(root)
     local cases = {

@@ -314,14 +314,16 @@ void pm_chunk_set_env (pm_Engine *E, pm_Chunk *c, pm_Env *e) {
 }
 
 void pm_chunk_forget (pm_Engine *E, pm_Chunk *c) {
+  int i;
   if (--c->refs > 0)
     return;
   if (c->env)
     pm_env_unref(E, c->env);
   if (c->group)
     pm_group_release(E, c->group); /* a chunk group dies with its chunk */
-  if (c->path)
-    pm_path_release(E, c->path);
+  for (i = 0; i < PM_CHUNK_KEYS; i++)
+    if (c->path[i] != NULL)
+      pm_path_release(E, c->path[i]);
   pm_free(E, c, sizeof(*c));
 }
 
@@ -435,7 +437,7 @@ static int set_add (pm_Group **set, int n, pm_Group *g) {
   return n + 1;
 }
 
-pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *path,
+pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *const *paths,
                     const char *chunkname) {
   pm_Group *g[PM_SET_MAX], *m[PM_SET_MAX];
   pm_Set *s;
@@ -462,14 +464,15 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *path,
     }
     n = set_add(g, n, c->group);
   }
-  if (path != NULL) {
-    k = pm_source_groups(E, path, m, PM_SET_MAX);
+  if (paths != NULL) {
+    k = pm_source_groups(E, paths, m, PM_SET_MAX);
     for (i = 0; i < k; i++)
       n = set_add(g, n, m[i]);
   }
   s = set_intern(E, g, n);
-  if (path != NULL && s != NULL)
-    pm_path_note(path, s);
+  for (i = 0; paths != NULL && s != NULL && i < PM_CHUNK_KEYS; i++)
+    if (paths[i] != NULL)
+      pm_path_note(paths[i], s);
   return s;
 }
 

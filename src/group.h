@@ -31,6 +31,9 @@
 #define PM_DURATIONS 10 /* durations[k] counts runs >= 2^(k-1) ms */
 #define PM_SET_MAX 32 /* groups in one set */
 #define PM_ENV_GROUPS 31 /* groups on one environment (+ its chunk group) */
+/* a chunk's keys for source prefixes: its path, and its path with its
+** last component as named where that is a symlink */
+#define PM_CHUNK_KEYS 2
 
 typedef struct pm_Engine pm_Engine;
 
@@ -147,7 +150,8 @@ typedef struct pm_Chunk {
   int ambiguous; /* the source is shared by chunks of different envs */
   int unresolved; /* env-less functions were resolved before env known */
   pm_Group *group; /* its chunk group, made while "chunks" is probed */
-  pm_Path *path; /* its key, made at its first resolution, or NULL */
+  /* its keys, made at its first resolution; NULL till then, or unused */
+  pm_Path *path[PM_CHUNK_KEYS];
 } pm_Chunk;
 
 /* A new group with one reference (its handle, or its chunk); a library
@@ -203,10 +207,10 @@ void pm_chunk_forget (pm_Engine *E, pm_Chunk *c);
 /* The set of e's groups, those of c's environment when c is exact (a
 ** function under `local _ENV = M`, or after _ENV was reassigned, stays in
 ** its chunk's groups), c's chunk group when chunks are probed, and the
-** groups of the source prefixes that path (c's key, or NULL) begins with,
-** the longest prefixes' first: PM_SET_MAX at most; NULL when memory ran
-** out.  path remembers the set (pm_path_note). */
-pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *path,
+** groups of the source prefixes that paths (c's keys, or NULL) begin
+** with, the longest prefixes' first: PM_SET_MAX at most; NULL when memory
+** ran out.  The keys remember the set (pm_path_note). */
+pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *const *paths,
                     const char *chunkname);
 void pm_sets_free (pm_Engine *E);
 

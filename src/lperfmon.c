@@ -200,17 +200,21 @@ static const char *check_prefix (lua_State *L, size_t *len) {
 ** written, belongs to group */
 static int l_attach_source (lua_State *L) {
   pm_State *S = state(L);
-  char path[PM_KEY_MAX];
-  size_t len, plen;
+  char full[PM_KEY_MAX], named[PM_KEY_MAX];
+  const char *path[2];
+  size_t len, plen[2];
   const char *prefix = check_prefix(L, &len);
   pm_Group *g = check_group(L, 2);
-  if (len >= PM_KEY_MAX || (plen = pm_path_normal(S, prefix, len, path)) == 0)
+  path[0] = full, path[1] = named;
+  if (len >= PM_KEY_MAX ||
+      (plen[0] = pm_path_normal(S, prefix, len, 1, full)) == 0 ||
+      (plen[1] = pm_path_normal(S, prefix, len, 0, named)) == 0)
     return luaL_argerror(L, 1,
                          lua_pushfstring(L,
                                          "the prefix is longer than %d "
                                          "bytes as an absolute path",
                                          PM_KEY_MAX - 1));
-  if (!pm_source_attach(&S->e, prefix, len, path, plen, g))
+  if (!pm_source_attach(&S->e, prefix, len, path, plen, 2, g))
     return (nomem(L), 0);
   return 0;
 }

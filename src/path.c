@@ -31,7 +31,7 @@ static int dir_form (const char *p, size_t n) {
 ** the component before, which holds no symlink then, as the OS opens the
 ** path; from the first that does not exist on, the components as they are.
 ** Returns out's length, or 0 when it does not fit. */
-static size_t walk (pm_State *S, char *p, size_t n, char *out) {
+static size_t walk (pm_State *S, char *p, size_t n, int last, char *out) {
   char link[PM_KEY_MAX];
   size_t i = 0, m = 0, j, k, known = 0;
   int missing = 0, hops = 0, dir = dir_form(p, n);
@@ -61,11 +61,13 @@ static size_t walk (pm_State *S, char *p, size_t n, char *out) {
       memcpy(out + m, p + i, j - i);
       m += j - i;
       out[m] = '\0';
-      if (!missing && lstat(out, &st) != 0)
+      if (missing || (!last && j == n))
+        ; /* as it is */
+      else if (lstat(out, &st) != 0)
         missing = 1;
-      else if (!missing && S_ISDIR(st.st_mode))
+      else if (S_ISDIR(st.st_mode))
         known = m;
-      else if (!missing && S_ISLNK(st.st_mode) && hops++ < MAX_LINKS &&
+      else if (S_ISLNK(st.st_mode) && hops++ < MAX_LINKS &&
                (len = readlink(out, link, sizeof(link) - 1)) > 0 &&
                (size_t)len + (n - j) < PM_KEY_MAX) {
         /* walk the target and the rest, from the link's folder */
@@ -87,7 +89,8 @@ static size_t walk (pm_State *S, char *p, size_t n, char *out) {
   return m < PM_KEY_MAX ? m : 0;
 }
 
-size_t pm_path_normal (pm_State *S, const char *path, size_t len, char *out) {
+size_t pm_path_normal (pm_State *S, const char *path, size_t len, int last,
+                       char *out) {
   char p[PM_KEY_MAX];
   size_t n = 0;
   if (len == 0)
@@ -103,23 +106,33 @@ size_t pm_path_normal (pm_State *S, const char *path, size_t len, char *out) {
   memcpy(p + n, path, len);
   n += len;
   p[n] = '\0';
-  return walk(S, p, n, out);
+  return walk(S, p, n, last, out);
 }
 
-pm_Path *pm_path_of (pm_State *S, pm_Chunk *c, const char *source, size_t len) {
-  char buf[PM_KEY_MAX];
-  size_t n;
+pm_Path **pm_path_of (pm_State *S, pm_Chunk *c, const char *source,
+                      size_t len) {
+  char buf[PM_KEY_MAX], named[PM_KEY_MAX];
+  size_t n, k;
+  pm_Path **p;
   if (c == NULL)
     return NULL;
-  if (c->path != NULL)
-    return c->path;
-  if (*source == '@' && (n = pm_path_normal(S, source + 1, len - 1, buf)) > 0)
-    c->path = pm_path_intern(&S->e, '@', buf, n);
-  else if (*source == '@') /* too long to normalise: as written */
-    c->path = pm_path_intern(&S->e, '@', source + 1, len - 1);
+  p = c->path;
+  if (p[0] != NULL)
+    return p;
+  if (*source == '@' &&
+      (n = pm_path_normal(S, source + 1, len - 1, 1, buf)) > 0) {
+    p[0] = pm_path_intern(&S->e, '@', buf, n);
+    k = pm_path_normal(S, source + 1, len - 1, 0, named);
+    if (p[0] != NULL && k > 0 && (k != n || memcmp(buf, named, n) != 0) &&
+        (p[1] = pm_path_intern(&S->e, '@', named, k)) == NULL) {
+      pm_path_release(&S->e, p[0]);
+      p[0] = NULL;
+    }
+  } else if (*source == '@') /* too long to normalise: as written */
+    p[0] = pm_path_intern(&S->e, '@', source + 1, len - 1);
   else if (*source == '=')
-    c->path = pm_path_intern(&S->e, '=', source + 1, len - 1);
+    p[0] = pm_path_intern(&S->e, '=', source + 1, len - 1);
   else
-    c->path = pm_path_intern(&S->e, '=', source, len);
-  return c->path;
+    p[0] = pm_path_intern(&S->e, '=', source, len);
+  return p[0] != NULL ? p : NULL;
 }

@@ -14,16 +14,20 @@
 
 /* The normal form of path (len bytes) into out (PM_KEY_MAX - 1 bytes at
 ** most): absolute against the working directory now, without "." and ".."
-** components or repeated '/', its symlinks resolved as far as it exists,
-** a trailing '/' kept.  Returns its length, or 0 when it does not fit or
+** components or repeated '/', its symlinks resolved as far as it exists
+** (its last component's only when `last`: a file's symlink in a plugin's
+** folder is in the folder, and its target elsewhere), a trailing '/'
+** kept.  Returns its length, or 0 when it does not fit or
 ** the working directory cannot be read.  The folders of the last path
 ** are remembered (S->path_dir) as holding no symlink: one replaced by a
 ** symlink since is not seen by the paths that follow under it. */
-size_t pm_path_normal (pm_State *S, const char *path, size_t len, char *out);
+size_t pm_path_normal (pm_State *S, const char *path, size_t len, int last,
+                       char *out);
 
-/* The key of c's chunk, whose source is source (len bytes): made and kept
-** in c at its first call.  An '@' source is a path, normalised; any other
-** is a name, as written.  NULL when memory ran out. */
-pm_Path *pm_path_of (pm_State *S, pm_Chunk *c, const char *source, size_t len);
+/* The keys of c's chunk (c->path), whose source is source (len bytes):
+** made at the first call.  An '@' source is a path, normalised, with its
+** last component resolved and, where that is a symlink, as named too; any
+** other is a name, as written.  NULL when memory ran out. */
+pm_Path **pm_path_of (pm_State *S, pm_Chunk *c, const char *source, size_t len);
 
 #endif

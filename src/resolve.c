@@ -78,7 +78,7 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   const char *name;
   pm_Chunk *c;
   pm_Env *e = NULL;
-  pm_Path *path = NULL;
+  pm_Path **paths = NULL;
   int i, is_main;
   int root, link, up; /* the load's root, and its upvalue that is _ENV */
   const void *first; /* the table in that upvalue */
@@ -118,9 +118,9 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
       e = c->env;
     c->unresolved |= e == NULL;
   }
-  if (S->e.src.used && (path = pm_path_of(S, c, d.source, d.srclen)) == NULL)
+  if (S->e.src.used && (paths = pm_path_of(S, c, d.source, d.srclen)) == NULL)
     return NULL;
-  return pm_set_for(&S->e, e, c, path, d.short_src);
+  return pm_set_for(&S->e, e, c, paths, d.short_src);
 }
 
 /* Resolves and caches the function on the top of the stack. */

@@ -12,20 +12,23 @@
 struct pm_SrcKey {
   uint32_t hash;
   size_t len;
-  pm_Source *first; /* the prefixes under it, by their next[KIND] */
+  pm_Source *first; /* the prefixes under it, by their next[slot_of] */
   char s[1]; /* len bytes, a '\0' after them */
 };
 
-/* A prefix attached to a group: under its name key (0) and its path key
-** (1). */
+/* A prefix attached to a group: under its name key (0) and its path keys
+** (1, and 2 or NULL), distinct. */
 struct pm_Source {
   pm_Group *g;
-  pm_SrcKey *key[2];
-  pm_Source *next[2]; /* in each key's list */
+  pm_SrcKey *key[PM_SOURCE_KEYS];
+  pm_Source *next[PM_SOURCE_KEYS]; /* in each key's list */
   pm_Source *older, *newer; /* in E's list */
 };
 
-#define KIND(k) ((k)->s[0] == '@')
+/* Which of a's keys k is: the list of k goes on by a->next[it]. */
+static int slot_of (const pm_Source *a, const pm_SrcKey *k) {
+  return a->key[0] == k ? 0 : a->key[1] == k ? 1 : 2;
+}
 
 /* The key of kind and s (len bytes) in buf, cut at PM_KEY_MAX; its
 ** length. */
@@ -296,38 +299,45 @@ static int covers (const pm_Sources *S, const pm_SrcKey *k) {
 ** =======================================================
 */
 
-/* Takes a off the list of its key of kind i. */
+/* Takes a off the list of its key i. */
 static void key_unlink (pm_Source *a, int i) {
   pm_Source **p = &a->key[i]->first;
   while (*p != a)
-    p = &(*p)->next[i];
+    p = &(*p)->next[slot_of(*p, a->key[i])];
   *p = a->next[i];
 }
 
 int pm_source_attach (pm_Engine *E, const char *name, size_t nlen,
-                      const char *path, size_t plen, pm_Group *g) {
+                      const char *const *path, const size_t *plen, int npaths,
+                      pm_Group *g) {
   pm_Sources *S = &E->src;
   pm_Source *a;
-  pm_SrcKey *k[2];
+  pm_SrcKey *k[PM_SOURCE_KEYS] = {NULL, NULL, NULL};
   Forget f;
-  int i;
+  int i, ok = 1;
   if ((k[0] = key_get(E, '=', name, nlen)) == NULL)
     return 0;
   for (a = k[0]->first; a != NULL; a = a->next[0])
     if (a->g == g)
       return 1;
-  if ((k[1] = key_get(E, '@', path, plen)) == NULL ||
-      (a = pm_alloc(E, sizeof(*a))) == NULL) {
-    if (k[1] != NULL)
-      key_drop(E, k[1]);
-    key_drop(E, k[0]);
+  for (i = 0; ok && i < npaths && i < PM_SOURCE_KEYS - 1; i++)
+    ok = (k[i + 1] = key_get(E, '@', path[i], plen[i])) != NULL;
+  if (k[2] == k[1])
+    k[2] = NULL;
+  if (!ok || (a = pm_alloc(E, sizeof(*a))) == NULL) {
+    for (i = PM_SOURCE_KEYS - 1; i >= 0; i--)
+      if (k[i] != NULL)
+        key_drop(E, k[i]);
     return 0;
   }
   a->g = g;
-  for (i = 0; i < 2; i++) {
+  for (i = 0; i < PM_SOURCE_KEYS; i++) {
     a->key[i] = k[i];
-    a->next[i] = k[i]->first;
-    k[i]->first = a;
+    a->next[i] = NULL;
+    if (k[i] != NULL) {
+      a->next[i] = k[i]->first;
+      k[i]->first = a;
+    }
   }
   a->newer = NULL;
   a->older = S->last;
@@ -341,8 +351,9 @@ int pm_source_attach (pm_Engine *E, const char *name, size_t nlen,
   /* the functions resolved before the first prefix have no chunk keys */
   f.all = !S->used;
   S->used = 1;
-  forget_covered(S, k[0], &f);
-  forget_covered(S, k[1], &f);
+  for (i = 0; i < PM_SOURCE_KEYS; i++)
+    if (k[i] != NULL)
+      forget_covered(S, k[i], &f);
   forget(E, &f);
   return 1;
 }
@@ -361,11 +372,12 @@ int pm_source_detach (pm_Engine *E, const char *name, size_t nlen,
   if (a == NULL)
     return 0;
   memset(&f, 0, sizeof(f));
-  for (i = 0; i < 2; i++) {
-    forget_covered(S, a->key[i], &f);
-    key_unlink(a, i);
-    key_drop(E, a->key[i]);
-  }
+  for (i = 0; i < PM_SOURCE_KEYS; i++)
+    if (a->key[i] != NULL) {
+      forget_covered(S, a->key[i], &f);
+      key_unlink(a, i);
+      key_drop(E, a->key[i]);
+    }
   if (a->older != NULL)
     a->older->newer = a->newer;
   else
@@ -389,23 +401,40 @@ static int group_add (pm_Group **g, int n, pm_Group *x) {
   return n + 1;
 }
 
-/* The keys p begins with are found shortest first; the last PM_SET_MAX
-** found, each with a prefix at least, are enough for max groups. */
-int pm_source_groups (pm_Engine *E, const pm_Path *p, pm_Group **g, int max) {
-  const pm_Sources *S = &E->src;
-  const pm_SrcKey *hit[PM_SET_MAX], *k;
+/* The keys p begins with, found shortest first: the last PM_SET_MAX of
+** them (each with a prefix at least: enough for as many groups), written
+** to hit from the longest on; returns how many. */
+static int keys_of (const pm_Sources *S, const pm_Path *p,
+                    const pm_SrcKey **hit) {
+  const pm_SrcKey *ring[PM_SET_MAX], *k;
   size_t i, lim = p->len < S->maxlen ? p->len : S->maxlen;
   uint32_t h = PM_HASH_SEED;
-  int nhit = 0, n = 0, j;
+  int n = 0, j;
   for (i = 0; i < lim; i++) {
     h = pm_hash(h, p->key + i, 1);
     if (S->bylen[i + 1] != 0 && (k = key_find(S, p->key, i + 1, h)) != NULL)
-      hit[nhit++ % PM_SET_MAX] = k;
+      ring[n++ % PM_SET_MAX] = k;
   }
-  for (j = nhit - 1; j >= 0 && j >= nhit - PM_SET_MAX && n < max; j--) {
+  for (j = 0; j < n && j < PM_SET_MAX; j++)
+    hit[j] = ring[(n - 1 - j) % PM_SET_MAX];
+  return j;
+}
+
+/* The keys of a chunk's two forms merged, longest first. */
+int pm_source_groups (pm_Engine *E, pm_Path *const *paths, pm_Group **g,
+                      int max) {
+  const pm_SrcKey *hit[PM_CHUNK_KEYS][PM_SET_MAX], *k;
+  int nhit[PM_CHUNK_KEYS] = {0, 0}, at[PM_CHUNK_KEYS] = {0, 0}, n = 0, i;
+  for (i = 0; i < PM_CHUNK_KEYS && paths[i] != NULL; i++)
+    nhit[i] = keys_of(&E->src, paths[i], hit[i]);
+  while (n < max && (at[0] < nhit[0] || at[1] < nhit[1])) {
     const pm_Source *a;
-    k = hit[j % PM_SET_MAX];
-    for (a = k->first; a != NULL && n < max; a = a->next[KIND(k)])
+    i = at[1] == nhit[1] ||
+                (at[0] < nhit[0] && hit[0][at[0]]->len >= hit[1][at[1]]->len)
+            ? 0
+            : 1;
+    k = hit[i][at[i]++];
+    for (a = k->first; a != NULL && n < max; a = a->next[slot_of(a, k)])
       n = group_add(g, n, a->g);
   }
   return n;
@@ -417,7 +446,8 @@ void pm_sources_unmatched (pm_Engine *E,
                            void *ud) {
   const pm_Source *a;
   for (a = E->src.first; a != NULL; a = a->newer)
-    if (!covers(&E->src, a->key[0]) && !covers(&E->src, a->key[1]))
+    if (!covers(&E->src, a->key[0]) && !covers(&E->src, a->key[1]) &&
+        (a->key[2] == NULL || !covers(&E->src, a->key[2])))
       f(ud, a->key[0]->s + 1, a->key[0]->len - 1, a->g);
 }
 
@@ -427,10 +457,11 @@ void pm_sources_free (pm_Engine *E) {
   while (S->first != NULL) {
     pm_Source *a = S->first;
     S->first = a->newer;
-    for (i = 0; i < 2; i++) {
-      key_unlink(a, i);
-      key_drop(E, a->key[i]);
-    }
+    for (i = 0; i < PM_SOURCE_KEYS; i++)
+      if (a->key[i] != NULL) {
+        key_unlink(a, i);
+        key_drop(E, a->key[i]);
+      }
     pm_free(E, a, sizeof(*a));
   }
   if (S->slot != NULL)

@@ -6,9 +6,11 @@
 ** first byte says what the rest is.  '@' and a normalised path (path.c,
 ** the adapter's: absolute, without ".", ".." or repeated '/', symlinks
 ** resolved) for a chunk loaded from a file (an '@' source) and for a
-** prefix read as a path; '=' and the name as written for any other chunk
-** (an '=' source without its '=', a string chunk's text) and for the
-** prefix as written.  A prefix is kept under both its keys: a path and
+** prefix read as a path, and where the path's last component is a
+** symlink, the same with it as named (a plugin's file symlinked into its
+** folder is in the folder too); '=' and the name as written for any other
+** chunk (an '=' source without its '=', a string chunk's text) and for
+** the prefix as written.  A prefix is kept under all its keys: a path and
 ** a chunk name each match it byte for byte, in their own kind.
 **
 ** The prefixes' keys are in a hash table by their contents, with FNV-1a,
@@ -37,6 +39,9 @@
 
 #define PM_KEY_MAX 1024 /* bytes of a key, its kind included */
 #define PM_PATH_SETS 4 /* sets a chunk's key remembers */
+/* A prefix's keys: as written, its path, and its path with its last
+** component as named (where that is a symlink) */
+#define PM_SOURCE_KEYS 3
 
 typedef struct pm_SrcKey pm_SrcKey;
 typedef struct pm_Source pm_Source;
@@ -67,11 +72,13 @@ typedef struct pm_Sources {
   int npaths, pathcap;
 } pm_Sources;
 
-/* Every chunk whose key begins with '=' + name (nlen bytes) or with
-** '@' + path (plen bytes) belongs to g too; attaching (name, g) twice is
-** attaching it once.  Returns 0 when memory ran out. */
+/* Every chunk with a key that begins with '=' + name (nlen bytes) or with
+** '@' + one of its npaths (2 at most) paths (of plen bytes) belongs to g
+** too; attaching (name, g) twice is attaching it once.  Returns 0 when
+** memory ran out. */
 int pm_source_attach (pm_Engine *E, const char *name, size_t nlen,
-                      const char *path, size_t plen, pm_Group *g);
+                      const char *const *path, const size_t *plen, int npaths,
+                      pm_Group *g);
 /* Detaches what attaching (name, g) attached; returns whether it was. */
 int pm_source_detach (pm_Engine *E, const char *name, size_t nlen, pm_Group *g);
 /* The key of kind '@' or '=' and s (len bytes), held once more; NULL when
@@ -81,9 +88,12 @@ void pm_path_release (pm_Engine *E, pm_Path *p);
 /* A function of p's chunk was resolved to s. */
 void pm_path_note (pm_Path *p, const pm_Set *s);
 
-/* The groups of the prefixes p's key begins with, the longest prefixes'
-** first, each once: up to max of them written to g; returns how many. */
-int pm_source_groups (pm_Engine *E, const pm_Path *p, pm_Group **g, int max);
+/* The groups of the prefixes a chunk's keys (paths: PM_CHUNK_KEYS of them,
+** the first not NULL, the second NULL or another) begin with, the longest
+** prefixes' first, each once: up to max of them written to g; returns how
+** many. */
+int pm_source_groups (pm_Engine *E, pm_Path *const *paths, pm_Group **g,
+                      int max);
 
 /* Calls f on each prefix attached (as attached, oldest first) whose keys
 ** begin no chunk's key held. */

@@ -1060,16 +1060,25 @@ static pm_Path *chunk_path (const char *path) {
 
 /* Attaches name (as written) and path (normalised: the adapter's) to g. */
 static void attach (const char *name, const char *path, pm_Group *g) {
-  CHECK(pm_source_attach(&E, name, strlen(name), path, strlen(path), g));
+  size_t len = strlen(path);
+  CHECK(pm_source_attach(&E, name, strlen(name), &path, &len, 1, g));
 }
 
 static int detach (const char *name, pm_Group *g) {
   return pm_source_detach(&E, name, strlen(name), g);
 }
 
-/* The groups of p's prefixes, in the order found. */
-static int groups_of (const pm_Path *p, pm_Group **g) {
-  return pm_source_groups(&E, p, g, PM_SET_MAX);
+/* The groups of the prefixes of a chunk of one key, p, in the order
+** found. */
+static int groups_of (pm_Path *p, pm_Group **g) {
+  pm_Path *keys[PM_CHUNK_KEYS] = {p, NULL};
+  return pm_source_groups(&E, keys, g, PM_SET_MAX);
+}
+
+/* The set of a function of that chunk. */
+static pm_Set *set_for (pm_Path *p) {
+  pm_Path *keys[PM_CHUNK_KEYS] = {p, NULL};
+  return pm_set_for(&E, NULL, NULL, keys, "chunk");
 }
 
 typedef struct Unmatched {
@@ -1127,6 +1136,38 @@ static void test_source_keys (void) {
   unmonitor(JANK);
 }
 
+/* A symlinked file has two keys, its target's path and its own: a prefix
+** of either matches, the longest first over both; a prefix's two forms
+** (its target's, its own) each match. */
+static void test_source_two_forms (void) {
+  static const char *forms[] = {"/src/foo/", "/plugins/foo"};
+  static const size_t lens[] = {9, 12};
+  pm_Group *plugins, *src, *foo, *g[PM_SET_MAX];
+  pm_Path *keys[PM_CHUNK_KEYS], *direct;
+  Unmatched u;
+  monitor(JANK);
+  plugins = group("plugins"), src = group("src"), foo = group("foo");
+  keys[0] = chunk_path("@/src/foo/init.lua");
+  keys[1] = chunk_path("@/plugins/foo/init.lua");
+  direct = chunk_path("@/plugins/foo.lua");
+  attach("plugins/", "/plugins/", plugins);
+  attach("src/", "/src/", src);
+  CHECK(pm_source_attach(&E, "foo", 3, forms, lens, 2, foo));
+  CHECK(pm_source_groups(&E, keys, g, PM_SET_MAX) == 3);
+  /* "/plugins/foo" (12) and "/src/foo/" (9) are foo's, found first */
+  CHECK(g[0] == foo && g[1] == plugins && g[2] == src);
+  CHECK(groups_of(direct, g) == 2 && g[0] == foo && g[1] == plugins);
+  memset(&u, 0, sizeof(u));
+  pm_sources_unmatched(&E, note_unmatched, &u);
+  CHECK(u.n == 0);
+  CHECK(detach("foo", foo) && foo->refs == 1);
+  CHECK(pm_source_groups(&E, keys, g, PM_SET_MAX) == 2);
+  pm_path_release(&E, keys[0]);
+  pm_path_release(&E, keys[1]);
+  pm_path_release(&E, direct);
+  unmonitor(JANK);
+}
+
 /* More prefixes than a set holds: the 32 longest prefixes' groups. */
 static void test_source_most_specific (void) {
   char name[64], prefix[64];
@@ -1148,7 +1189,7 @@ static void test_source_most_specific (void) {
   for (k = 0; k < n; k++)
     ok &= g[k] == groups[39 - k];
   CHECK(ok);
-  CHECK(pm_set_for(&E, NULL, NULL, p, "c")->n == PM_SET_MAX);
+  CHECK(set_for(p)->n == PM_SET_MAX);
   pm_path_release(&E, p);
   unmonitor(JANK);
 }
@@ -1158,17 +1199,20 @@ static void test_source_most_specific (void) {
 ** no chunk forgets nothing.  Out of memory, attaching leaves nothing. */
 static void test_source_forgets (void) {
   static char f1, f2, f3; /* functions' addresses */
+  static const char *paths[] = {"/new/", "/named/"};
+  static const size_t lens[] = {5, 7};
   pm_Group *a = NULL, *b;
   pm_Path *p, *q;
   pm_Set *sp, *sq;
+  int k;
   monitor(JANK);
   a = group("A"), b = group("B");
   p = chunk_path("@/x/a.lua");
   q = chunk_path("@/y/b.lua");
   attach("x", "/x/", a);
   attach("y", "/y/", b);
-  sp = pm_set_for(&E, NULL, NULL, p, "a");
-  sq = pm_set_for(&E, NULL, NULL, q, "b");
+  sp = set_for(p);
+  sq = set_for(q);
   CHECK(sp->n == 1 && sp->g[0] == a && sq->n == 1 && sq->g[0] == b);
   CHECK(pm_map_put(&E.fns, &f1, (uintptr_t)sp | PM_FN_LUA, E.falloc, E.fud));
   CHECK(pm_map_put(&E.fns, &f2, (uintptr_t)sq | PM_FN_LUA, E.falloc, E.fud));
@@ -1178,15 +1222,15 @@ static void test_source_forgets (void) {
   attach("x2", "/x/a", b); /* covers p */
   CHECK(E.fns.count == 2 && pm_map_get(&E.fns, &f1) == 0);
   CHECK(pm_map_get(&E.fns, &f2) != 0 && pm_map_get(&E.fns, &f3) != 0);
-  sp = pm_set_for(&E, NULL, NULL, p, "a");
+  sp = set_for(p);
   CHECK(sp->n == 2);
   CHECK(pm_map_put(&E.fns, &f1, (uintptr_t)sp | PM_FN_LUA, E.falloc, E.fud));
   CHECK(detach("y", b) && E.fns.count == 2 && pm_map_get(&E.fns, &f2) == 0);
-  fail_next = 1;
-  CHECK(!pm_source_attach(&E, "new", 3, "/new/", 5, a));
-  fail_next = 2;
-  CHECK(!pm_source_attach(&E, "new", 3, "/new/", 5, a));
-  CHECK(fail_next == 0 && a->refs == 2);
+  for (k = 1; k <= 3; k++) {
+    fail_next = k;
+    CHECK(!pm_source_attach(&E, "new", 3, paths, lens, 2, a));
+    CHECK(fail_next == 0 && a->refs == 2);
+  }
   pm_path_release(&E, p);
   pm_path_release(&E, q);
   unmonitor(JANK); /* nothing counted is lost */
@@ -1243,6 +1287,7 @@ int main (void) {
       {"chunk_trees", test_chunk_trees},
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"source_keys", test_source_keys},
+      {"source_two_forms", test_source_two_forms},
       {"source_most_specific", test_source_most_specific},
       {"source_forgets", test_source_forgets},
       {"source_many", test_source_many},
