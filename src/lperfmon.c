@@ -207,14 +207,13 @@ static int l_attach_source (lua_State *L) {
   pm_Group *g = check_group(L, 2);
   path[0] = full, path[1] = named;
   if (len >= PM_KEY_MAX ||
-      (plen[0] = pm_path_normal(S, prefix, len, 1, full)) == 0 ||
-      (plen[1] = pm_path_normal(S, prefix, len, 0, named)) == 0)
+      (plen[0] = pm_path_normal(S, prefix, len, full, named, &plen[1])) == 0)
     return luaL_argerror(L, 1,
                          lua_pushfstring(L,
                                          "the prefix is longer than %d "
                                          "bytes as an absolute path",
                                          PM_KEY_MAX - 1));
-  if (!pm_source_attach(&S->e, prefix, len, path, plen, 2, g))
+  if (!pm_source_attach(&S->e, prefix, len, path, plen, plen[1] > 0 ? 2 : 1, g))
     return (nomem(L), 0);
   return 0;
 }

@@ -29,9 +29,11 @@ static int dir_form (const char *p, size_t n) {
 ** walked a component at a time into out: each that exists lstat'ed and,
 ** when a symlink, replaced by its target; "." dropped and ".." taking off
 ** the component before, which holds no symlink then, as the OS opens the
-** path; from the first that does not exist on, the components as they are.
-** Returns out's length, or 0 when it does not fit. */
-static size_t walk (pm_State *S, char *p, size_t n, int last, char *out) {
+** path; from the first that does not exist on, the components as they are;
+** the last one too unless `last`.  Returns out's length, or 0 when it does
+** not fit; *linked says whether the last one was a symlink followed. */
+static size_t walk (pm_State *S, char *p, size_t n, int last, char *out,
+                    int *linked) {
   char link[PM_KEY_MAX];
   size_t i = 0, m = 0, j, k, known = 0;
   int missing = 0, hops = 0, dir = dir_form(p, n);
@@ -71,6 +73,7 @@ static size_t walk (pm_State *S, char *p, size_t n, int last, char *out) {
                (len = readlink(out, link, sizeof(link) - 1)) > 0 &&
                (size_t)len + (n - j) < PM_KEY_MAX) {
         /* walk the target and the rest, from the link's folder */
+        *linked |= j == n;
         memcpy(link + len, p + j, n - j);
         n = (size_t)len + (n - j);
         memcpy(p, link, n);
@@ -89,14 +92,14 @@ static size_t walk (pm_State *S, char *p, size_t n, int last, char *out) {
   return m < PM_KEY_MAX ? m : 0;
 }
 
-size_t pm_path_normal (pm_State *S, const char *path, size_t len, int last,
-                       char *out) {
-  char p[PM_KEY_MAX];
+/* path joined to the working directory into p (PM_KEY_MAX bytes); its
+** length, or 0 when it does not fit. */
+static size_t join (const char *path, size_t len, char *p) {
   size_t n = 0;
   if (len == 0)
     return 0;
   if (path[0] != '/') {
-    if (getcwd(p, sizeof(p) - 1) == NULL)
+    if (getcwd(p, PM_KEY_MAX - 1) == NULL)
       return 0;
     n = strlen(p);
     p[n++] = '/';
@@ -106,7 +109,20 @@ size_t pm_path_normal (pm_State *S, const char *path, size_t len, int last,
   memcpy(p + n, path, len);
   n += len;
   p[n] = '\0';
-  return walk(S, p, n, last, out);
+  return n;
+}
+
+size_t pm_path_normal (pm_State *S, const char *path, size_t len, char *out,
+                       char *named, size_t *nlen) {
+  char p[PM_KEY_MAX];
+  size_t n = join(path, len, p), k;
+  int linked = 0;
+  *nlen = 0;
+  if (n == 0 || (k = walk(S, p, n, 1, out, &linked)) == 0)
+    return 0;
+  if (linked) /* the walk rewrote p: from the start again */
+    *nlen = walk(S, p, join(path, len, p), 0, named, &linked);
+  return k;
 }
 
 pm_Path **pm_path_of (pm_State *S, pm_Chunk *c, const char *source,
@@ -120,10 +136,9 @@ pm_Path **pm_path_of (pm_State *S, pm_Chunk *c, const char *source,
   if (p[0] != NULL)
     return p;
   if (*source == '@' &&
-      (n = pm_path_normal(S, source + 1, len - 1, 1, buf)) > 0) {
+      (n = pm_path_normal(S, source + 1, len - 1, buf, named, &k)) > 0) {
     p[0] = pm_path_intern(&S->e, '@', buf, n);
-    k = pm_path_normal(S, source + 1, len - 1, 0, named);
-    if (p[0] != NULL && k > 0 && (k != n || memcmp(buf, named, n) != 0) &&
+    if (p[0] != NULL && k > 0 &&
         (p[1] = pm_path_intern(&S->e, '@', named, k)) == NULL) {
       pm_path_release(&S->e, p[0]);
       p[0] = NULL;
