@@ -235,19 +235,21 @@ void pm_path_note (pm_Path *p, const pm_Set *s) {
 }
 
 /* What attaching or detaching a prefix forgets: the cached resolutions to
-** the sets its chunks were resolved to, or all of them when one of those
-** chunks remembers too many, or the empty set (which a function may be
-** cached as, apart from its set). */
+** the sets its chunks were resolved to, and where one was the empty set,
+** the functions cached as their caller's (a Lua function of no group is
+** cached as a C function is, resolve.c); all of them when one of those
+** chunks remembers too many sets. */
 #define FORGET_SETS 64
 
 typedef struct Forget {
   const pm_Set *sets[FORGET_SETS];
-  int n, all;
+  int n, all, inherits;
 } Forget;
 
 static void forget_add (Forget *f, const pm_Path *p) {
   int i, j;
-  if (p->inherits || p->nsets > PM_PATH_SETS)
+  f->inherits |= p->inherits;
+  if (p->nsets > PM_PATH_SETS)
     f->all = 1;
   for (i = 0; !f->all && i < p->nsets; i++) {
     for (j = 0; j < f->n && f->sets[j] != p->sets[i]; j++)
@@ -273,6 +275,8 @@ static void forget_covered (const pm_Sources *S, const pm_SrcKey *k,
 static int cached_in (uintptr_t v, void *arg) {
   const Forget *f = arg;
   int i;
+  if (f->inherits && v == PM_FN_C)
+    return 1;
   for (i = 0; i < f->n; i++)
     if (v == ((uintptr_t)f->sets[i] | PM_FN_LUA))
       return 1;
@@ -282,7 +286,7 @@ static int cached_in (uintptr_t v, void *arg) {
 static void forget (pm_Engine *E, Forget *f) {
   if (f->all)
     pm_functions_forget(E);
-  else if (f->n > 0)
+  else if (f->n > 0 || f->inherits)
     pm_map_filter(&E->fns, cached_in, f);
 }
 

@@ -1226,6 +1226,13 @@ static void test_source_forgets (void) {
   CHECK(sp->n == 2);
   CHECK(pm_map_put(&E.fns, &f1, (uintptr_t)sp | PM_FN_LUA, E.falloc, E.fud));
   CHECK(detach("y", b) && E.fns.count == 2 && pm_map_get(&E.fns, &f2) == 0);
+  /* q's functions resolve to no group now: cached as their caller's, as
+     C functions are, and forgotten with them when a prefix covers q */
+  CHECK(set_for(q)->n == 0);
+  CHECK(pm_map_put(&E.fns, &f2, PM_FN_C, E.falloc, E.fud));
+  attach("y2", "/y/", b);
+  CHECK(pm_map_get(&E.fns, &f2) == 0 && pm_map_get(&E.fns, &f3) == 0);
+  CHECK(pm_map_get(&E.fns, &f1) != 0);
   for (k = 1; k <= 3; k++) {
     fail_next = k;
     CHECK(!pm_source_attach(&E, "new", 3, paths, lens, 2, a));
