@@ -67,8 +67,9 @@ struct pm_Engine {
   void *fud;
   size_t bytes; /* perfmon's own records (pm_alloc), beside the maps' */
   pm_Map fns; /* a function -> its PM_FN_* value */
-  /* times fns was emptied: what the adapter keeps of functions by their
-  ** address is good while this holds (their frees are seen meanwhile) */
+  /* times fns was emptied, or partly (source.c): what the adapter keeps
+  ** of functions by their address is good while this holds (their frees
+  ** are seen meanwhile) */
   uint64_t fns_forgets;
   pm_Map known; /* threads, environments, chunks, upvalues */
   pm_MapFilter keyed; /* the keys of both, for the allocator wrapper */

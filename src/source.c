@@ -286,8 +286,10 @@ static int cached_in (uintptr_t v, void *arg) {
 static void forget (pm_Engine *E, Forget *f) {
   if (f->all)
     pm_functions_forget(E);
-  else if (f->n > 0 || f->inherits)
+  else if (f->n > 0 || f->inherits) {
     pm_map_filter(&E->fns, cached_in, f);
+    E->fns_forgets++; /* what was read from them is read again */
+  }
 }
 
 static int covers (const pm_Sources *S, const pm_SrcKey *k) {
