@@ -18,9 +18,19 @@ static int affixed (const char *a, const char *b) {
          (b[la] == '_' && strncmp(b, a, la) == 0);
 }
 
-/* Either way: a wrapper of a wrapper is called by its keeper's name. */
+/* The last word of a name, after its last '_'. */
+static const char *last_word (const char *a) {
+  const char *u = strrchr(a, '_');
+  return u != NULL ? u + 1 : a;
+}
+
+/* Either way (a wrapper of a wrapper is called by its keeper's name), or
+** ending in the same word of three letters or more (`raw_insert` kept as
+** `old_doc_insert`). */
 static int names_match (const char *w, const char *f) {
-  return affixed(w, f) || affixed(f, w);
+  const char *a = last_word(w), *b = last_word(f);
+  return affixed(w, f) || affixed(f, w) ||
+         (strlen(a) >= 3 && strcmp(a, b) == 0);
 }
 
 /* Whether the function on the top of L's stack holds fn in an upvalue. */

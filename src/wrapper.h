@@ -9,7 +9,8 @@
 ** wraps F when W holds F in an upvalue and the names they were called by
 ** are one, or one is the other with a prefix or a suffix joined by '_'
 ** (`draw`, `old_draw`, `draw_orig`; a wrapper of a wrapper is called by
-** the name its wrapper keeps it under): then F's time stays the
+** the name its wrapper keeps it under), or both end in one word of three
+** letters or more (`raw_insert`, `old_doc_insert`): then F's time stays the
 ** library's.  Answers are cached by the pair of functions, and forgotten
 ** when either is freed, or when every resolution of a function goes
 ** (after which frees are no longer seen).
