@@ -265,29 +265,31 @@ describe("self time across event boundaries", function()
   end)
 end)
 
-describe("self time in events a plugin brackets", function()
-  it("charges a library, not the plugin whose wrapper brackets its step in events", function()
-    local spent = {}
-    local gcore = perfmon.group { name = "core", kind = "core", library = true }
-    local core = chunk("core", gcore, [[
-      local core = {}
-      function core.step() spin("step", 3) end
-      function core.run() for _ = 1, 10 do core.step() end end
-      return core]], spent)
-    local gglue = perfmon.group { name = "glue", kind = "plugin" }
-    chunk("glue", gglue, [[
-      local perfmon, core = select(2, ...)
-      local step = core.step
-      function core.step(...) spin("glue", 0.5) return perfmon.event(step, ...) end]],
-      spent, perfmon, core)
-    local mon <close> = perfmon.monitor { "jank" }
-    local before = mon:snapshot()
-    core.run()
-    local d = mon:snapshot():subtract(before)
-    truth.assert_near(st(d, gcore).self_us, spent_of(spent, "step"), "core's self: its steps")
-    truth.assert_near(st(d, gglue).self_us, spent_of(spent, "glue"), "glue's self: its own")
+for mode, m in pairs(MODES) do
+  describe("self time in events a plugin brackets (" .. mode .. ")", function()
+    it("charges a library, not the plugin whose wrapper brackets its step in events", function()
+      local spent = {}
+      local gcore = perfmon.group { name = "core", kind = "core", library = true }
+      local core = chunk("core", gcore, [[
+        local core = {}
+        function core.step(i) spin("step", 3 + (i % 7) * 0.37) end
+        function core.run(n) for i = 1, n do core.step(i) end end
+        return core]], spent)
+      local gglue = perfmon.group { name = "glue", kind = "plugin" }
+      chunk("glue", gglue, [[
+        local perfmon, core = select(2, ...)
+        local step = core.step
+        function core.step(...) spin("glue", 0.5) return perfmon.event(step, ...) end]],
+        spent, perfmon, core)
+      local mon <close> = perfmon.monitor { "jank", mode = mode }
+      local before = mon:snapshot()
+      core.run(m.events)
+      local d = mon:snapshot():subtract(before)
+      m.near(st(d, gcore).self_us, spent_of(spent, "step"), "core's self: its steps")
+      m.near(st(d, gglue).self_us, spent_of(spent, "glue"), "glue's self: its own")
+    end)
   end)
-end)
+end
 
 describe("a library group", function()
   it("says it is one, on its handle and in snapshots, JSON included", function()

@@ -1124,6 +1124,8 @@ static void state_open (lua_State *L) {
     return;
   S = pm_state_new(L, state_close);
   pm_hook_choose(L, S);
+  S->brackets[0] = l_event;
+  S->brackets[1] = l_nested_loop;
   watched = pm_watch_open(L, S);
   if (watched < 0)
     luaL_error(L, "not enough memory");

@@ -99,9 +99,23 @@ typedef struct Self {
   const pm_Set *lib; /* the innermost library's set, until then */
 } Self;
 
+/* Whether frame ar runs perfmon.event's or nested_loop's bracket: the code
+** above it is the new iteration's, not its caller's. */
+static int is_bracket (pm_State *S, lua_State *T, lua_Debug *ar) {
+  lua_CFunction f;
+  if (S->frame_direct && !pm_frame_is_c(ar->i_ci))
+    return 0;
+  if (!lua_getinfo(T, "f", ar))
+    return 0;
+  f = lua_tocfunction(T, -1);
+  lua_pop(T, 1);
+  return f != NULL && (f == S->brackets[0] || f == S->brackets[1]);
+}
+
 /* Charges the sets of T's frames, the top first, self time as *o says:
 ** where a plugin's frame wraps the library's function it called
-** (wrapper.h), the library keeps it.  Returns 0 where it reached the code
+** (wrapper.h), or an event's bracket stands between them, the library
+** keeps it.  Returns 0 where it reached the code
 ** that spun the nested loop running: the walk ends there. */
 static int walk (pm_State *S, lua_State *T, Self *o) {
   const pm_Set *last = NULL, *s, *above = NULL;
@@ -128,6 +142,11 @@ static int walk (pm_State *S, lua_State *T, Self *o) {
       if (o->lib == NULL && s->lib)
         o->lib = s;
       last = s;
+    }
+    if (s == NULL && !o->found && is_bracket(S, T, &f.ar)) {
+      if (o->lib != NULL) /* no plugin above: the library's own */
+        pm_sw_sample_set(&S->e, o->lib, 1);
+      o->found = 1;
     }
     if ((above = s != NULL && s->lib ? s : NULL) != NULL)
       up = f.ar;
