@@ -281,7 +281,10 @@ describe("watcher alerts", function()
       "bad argument #1 to 'configure' (table expected, got number)")
     assert.has_error(function() watcher.configure { jank_treshold_us = 1 } end,
       "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\" (settings: "
-      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, mode, on_error))")
+      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, mode, on_error, "
+      .. "time))")
+    assert.has_error(function() watcher.configure { time = "both" } end,
+      "bad argument #1 to 'configure' ('time' must be \"self\" or \"inclusive\", got \"both\")")
     assert.has_error(function() watcher.configure { jank_threshold_us = -1 } end,
       "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got -1)")
     assert.has_error(function() watcher.configure { buffering_delay_ms = 0 / 0 } end)

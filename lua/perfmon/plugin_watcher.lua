@@ -6,8 +6,10 @@
 -- without ever janking (cpu_percent of the wall time over cpu_window_ms,
 -- in many short events).  A plugin is warned about at most once per
 -- window, and never when its name is on the ignore list.  Both are judged
--- on self time by default: a dispatcher that calls a slow plugin spends
--- the plugin's time inclusive of its own, but it is the plugin that is slow.
+-- on self time, as the watcher's alerts are: a dispatcher that calls a
+-- slow plugin spends the plugin's time inclusive of its own, but it is the
+-- plugin that is slow.  time = "inclusive" judges on inclusive time, and
+-- makes the watcher decide its alerts on it while this one runs.
 --
 -- mode = "sampled" watches with sampled monitors (no call/return hook, the
 -- watcher's too), cheap enough to leave on; with escalate_ms, a warning
@@ -133,12 +135,19 @@ local function check_self(self, fname)
 end
 
 -- The plugin watchers running, oldest first: the watcher's mode is the
--- newest one's, and the mode it had before the first (base_mode) once
--- they are all closed, whatever order they close in.
-local running, base_mode = {}, nil
-local function set_mode()
-  local last = running[#running]
-  watcher.configure { mode = last and last.mode or base_mode }
+-- newest one's, its time "inclusive" while any of them judges on it (one
+-- on self time counts the alerts' self_count then), and both what they
+-- were before the first (before) once they are all closed, whatever order
+-- they close in.  opening: a plugin watcher not yet running.
+local running, before = {}, nil
+local function set_mode(opening)
+  local last = opening or running[#running]
+  local time = before.time
+  for _, pw in ipairs(running) do
+    if pw.time == "inclusive" then time = "inclusive" end
+  end
+  if opening and opening.time == "inclusive" then time = "inclusive" end
+  watcher.configure { mode = last and last.mode or before.mode, time = time }
 end
 
 --- Starts watching.  opts: on_warning (required: called with each
@@ -154,8 +163,8 @@ function PluginWatcher.new(opts)
     escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis }, PluginWatcher)
   for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
   for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
-  if #running == 0 then base_mode = watcher.configure().mode end
-  watcher.configure { mode = self.mode }
+  if #running == 0 then before = watcher.configure() end
+  set_mode(self)
   local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode, rate_us = opts.rate_us })
   if not ok then
     set_mode()

@@ -41,6 +41,11 @@ end
 -- Markers: jank alerts, when a monitor is open
 ----------------------------------------------------------------------------
 
+-- The watcher's alerts are decided on self time (watcher.configure's
+-- "time"), so a jank marker names the group whose own code janked, not
+-- every group that was on the stack meanwhile.  A marker spans the event,
+-- as far as the alert knows it: its inclusive time, up to its end.
+
 local has_watcher, watcher = pcall(require, "perfmon.watcher")
 if not has_watcher then watcher = nil end
 
@@ -59,7 +64,8 @@ local function listen(self)
         name = d.reason == "blocking" and "Blocking" or "Jank",
         start_us = d.time_us - (length or 0), end_us = d.time_us,
         group = s.name, group_id = s.id, kind = s.kind, reason = d.reason,
-        highest_jank_us = d.highest_jank_us, highest_blocking_us = d.highest_blocking_us,
+        highest_self_us = d.highest_self_us, highest_jank_us = d.highest_jank_us,
+        highest_blocking_us = d.highest_blocking_us,
         visible = d.visible,
       }
     end
