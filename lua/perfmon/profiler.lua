@@ -20,6 +20,12 @@ local arg_error = args.error
 local Profiler = {}
 Profiler.__index = Profiler
 
+-- The profiler started last on this lua_State (weak: it may be dropped);
+-- it runs until stopped, or forcibly stopped by the next one to start.
+-- Its slot is made here, so that a start that succeeded cannot fail on
+-- the memory to note it.
+local last_started = setmetatable({ false }, { __mode = "v" })
+
 local function check_running(self, fname)
   local state = core.profiler_state(self.core)
   if state ~= "running" then
@@ -110,9 +116,23 @@ function Profiler:start(sample_rate_us, max_samples, options)
   -- The core checks the arguments (naming start, as this caller counts
   -- them) and leaves nothing behind when a start fails (memory, the
   -- timer); its error is raised again at the caller's line.
+  local before = Profiler.running()
   local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, options,
                         listen, self)
   if not ok then error(err, 2) end
+  last_started[1] = self
+  -- the one it forcibly stopped hears no more alerts (its stop would
+  -- raise); p runs now, whatever this meets (memory, for one)
+  if before and before ~= self then pcall(unlisten, before) end
+end
+
+--- The profiler running on this lua_State, or nil: one runs at a time, so
+-- a module that wants samples reads this one's rather than start its own
+-- (which would stop it).
+function Profiler.running()
+  local p = last_started[1]
+  if p and core.profiler_state(p.core) == "running" then return p end
+  return nil
 end
 
 --- Whether this profiler is sampling now.
