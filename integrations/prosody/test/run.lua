@@ -399,6 +399,10 @@ local function check_log(log, events)
   for name in pairs(warned) do
     check(name == "perfmon_test", "a warning about another module, %s:\n%s", name, log)
   end
+  -- and where its time went: burn()'s loop, line 29 of mod_perfmon_test.lua
+  check(log:match("plugin 'perfmon_test' is slowing things down[^\n]*; [%d.]+ m?s in its own burn at "
+      .. "[^\n]*perfmon_test%.lua:29 %(%d+%% of %d+ samples%)"),
+    "no warning says perfmon_test's time went to burn() at line 29:\n%s", log)
   print(log:match("[^\n]*mod_perfmon\t[^\n]*one perfmon event[^\n]*") or "")
   print(log:match("[^\n]*plugin 'perfmon_test' is slowing[^\n]*"))
 end
