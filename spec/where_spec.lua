@@ -15,17 +15,20 @@ local PluginWatcher = require("perfmon.plugin_watcher")
 local truth = require("spec.support.truth")
 
 
--- Host code: a helper of no group, as a host's utility module is.  It
--- keeps the CPU time spent in it.
+-- Host code: a helper of no group, as a host's utility module is (its own
+-- chunk: this file is a group under perfmon.busted).  It keeps the CPU
+-- time spent in it.
 local host = { spent = 0 }
-local HELPER_LINE = debug.getinfo(1, "l").currentline + 1
-local function fuzzy_match(n)
+local HELPER_FILE, HELPER_LINE = "host/util.lua", 2
+local fuzzy_match = assert(load([[
+local host = ...
+return function(n)
   local t0 = os.clock()
   local s = 0
   for i = 1, n do s = s + (i * 7) % 13 end
   host.spent = host.spent + (os.clock() - t0) * 1e6
   return s
-end
+end]], "=" .. HELPER_FILE))(host)
 
 local seq = 0
 -- A plugin: its own group and environment; src's lines are numbered as
@@ -84,7 +87,7 @@ describe("perfmon.where", function()
     local h = assert(found.hottest, "no hottest place")
     assert.is_true(h.host)
     assert.are.equal("fuzzy_match", h.func.name)
-    assert.matches("where_spec%.lua$", h.func.file)
+    assert.are.equal(HELPER_FILE, h.func.file)
     assert.are.equal(HELPER_LINE, h.func.line)
     assert.is_nil(h.library)
     assert.are.same({ file = chunk, line = 4 }, h.site)
@@ -93,7 +96,7 @@ describe("perfmon.where", function()
     assert.is_true(h.share > 0.8, "share " .. h.share)
     truth.assert_near(h.us, host.spent, "time in the helper")
     local text = where.text(found)
-    assert.matches(("^[%%d.]+ m?s in host function fuzzy_match %%(.*where_spec%%.lua:%d%%), "
+    assert.matches(("^[%%d.]+ m?s in host function fuzzy_match %%(host/util%%.lua:%d%%), "
       .. "called from %s:4 %%(%%d+%%%% of %%d+ samples%%)$"):format(HELPER_LINE,
         chunk:gsub("%p", "%%%0")), text)
   end)
@@ -114,10 +117,10 @@ describe("perfmon.where", function()
       :format(chunk:gsub("%p", "%%%0")), where.text(found))
   end)
 
-  it("charges a library's code to the plugin that called it, and names the library", function()
-    -- core: a library group (its id in the set passed, as where.libraries
-    -- reads the snapshot's mark); its each() calls back into a plugin
-    local gc, api = plugin("core", [[
+  -- core: a library group (its id in the set passed, as where.libraries
+  -- reads the snapshot's mark); its each() calls back into a plugin, and
+  -- idle() works on its own
+  local CORE = [[
 local M = {}
 function M.fuzzy_match(n) local s = 0 for i = 1, n do s = s + (i * 7) % 13 end return s end
 function M.each(fn, ms)
@@ -125,7 +128,10 @@ function M.each(fn, ms)
   while os.clock() < t do fn() end
 end
 function M.idle(ms) M.each(function() M.fuzzy_match(2000) end, ms) end
-return M]], nil, "core")
+return M]]
+
+  it("charges a library's code to the plugin that called it, and names the library", function()
+    local gc, api = plugin("core", CORE, nil, "core")
     local ga, a, chunk_a = plugin("finder", [[
 local M = {}
 function M.run(ms)
@@ -142,7 +148,6 @@ return M]], { core = api })
     local p, since = profile(function()
       perfmon.event(a.run, 150)
       perfmon.event(b.run, 150)
-      perfmon.event(api.idle, 150)
     end)
     local fa = where.find(p, ga, since, nil, libs)
     local ha = assert(fa.hottest, "no hottest place of finder")
@@ -156,25 +161,32 @@ return M]], { core = api })
     assert.is_false(hb.host)
     assert.are.equal(2, hb.func.line) -- lint, called as each()'s fn
     assert.are.equal(chunk_b, hb.site.file)
-    -- the library on its own, with no plugin below it: its own time
-    local fc = where.find(p, gc, since, nil, libs)
-    local hc = assert(fc.hottest, "no hottest place of core")
-    assert.is_false(hc.host)
-    assert.are.equal("fuzzy_match", hc.func.name)
-    -- each sample is one group's: the library's are those of idle alone
-    local all = where.find(p, ga, since, nil, libs).samples
-      + where.find(p, gb, since, nil, libs).samples + fc.samples
-    assert.is_true(all <= fa.window_samples)
-    assert.is_true(fc.samples < 0.5 * all, "core owns " .. fc.samples .. " of " .. all)
+    -- each sample is one group's: the library owns none of theirs
+    local fb, fc = where.find(p, gb, since, nil, libs), where.find(p, gc, since, nil, libs)
+    assert.is_true(fa.samples + fb.samples + fc.samples <= fa.window_samples)
+    assert.is_true(fc.samples < 0.05 * (fa.samples + fb.samples),
+      "core owns " .. fc.samples .. " of " .. fa.samples + fb.samples)
     -- all at once: the same figures, one read of the samples
     local all_at_once = where.find_all(p, since, nil, libs)
-    for _, g in ipairs { ga, gb, gc } do
+    for _, g in ipairs { ga, gb } do
       local one = where.find(p, g, since, nil, libs)
       assert.are.equal(one.samples, all_at_once[g.id].samples)
       assert.are.same(one.hottest, all_at_once[g.id].hottest)
     end
+    assert.are.equal(fc.samples, all_at_once[gc.id] and all_at_once[gc.id].samples or 0)
     -- without the mark, core owns what finder ran in it
     assert.is_true(where.find(p, ga, since).samples < 0.5 * fa.samples)
+  end)
+
+  it("charges a library working on its own, with no other group below it, to itself", function()
+    truth.alone(pending) -- under perfmon.busted, the test's own file is a group below
+    local gc, api = plugin("core", CORE, nil, "core")
+    local p, since = profile(function() perfmon.event(api.idle, 150) end)
+    local fc = where.find(p, gc, since, nil, { [gc.id] = true })
+    local hc = assert(fc.hottest, "no hottest place of core")
+    assert.is_false(hc.host)
+    assert.are.equal("fuzzy_match", hc.func.name)
+    assert.is_true(fc.samples >= 0.8 * fc.window_samples, fc.samples .. " of " .. fc.window_samples)
   end)
 
   it("says it has too few samples rather than name a place", function()
@@ -276,7 +288,7 @@ return M]], { fuzzy_match = fuzzy_match })
     assert.are.equal("fuzzy_match", h.func.name)
     assert.are.same({ file = chunk, line = 5 }, h.site)
     assert.matches(("is slowing things down: it used %%d+%%%% of the CPU over the last [%%d.]+ s; "
-      .. "[%%d.]+ m?s in host function fuzzy_match %%(.*where_spec%%.lua:%d%%), called from %s:5 ")
+      .. "[%%d.]+ m?s in host function fuzzy_match %%(host/util%%.lua:%d%%), called from %s:5 ")
       :format(HELPER_LINE, chunk:gsub("%p", "%%%0")), w.message)
   end)
 
