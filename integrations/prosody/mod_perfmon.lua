@@ -235,11 +235,11 @@ local COUNT = mode == "sampled" and "samples" or "ticks";
 local COUNT_FIELD = mode == "sampled" and "self_samples" or "ticks";
 
 -- hottest: where its self time went in the profiler's samples
--- (where.brief), "" for none.
+-- (where.brief), or none.
 local function row(label, st, process, hottest)
 	return (ROW:format(label, st.self_us / 1000, st.cpu_us / 1000,
 		100 * st.self_us / math.max(process.cpu_us, 1), st[COUNT_FIELD],
-		longest(st.self_durations), buckets.histogram(st.self_durations), hottest):gsub("%s+$", ""));
+		longest(st.self_durations), buckets.histogram(st.self_durations), hottest or ""):gsub("%s+$", ""));
 end
 
 -- The VirtualHost instances of a module loaded on several.
