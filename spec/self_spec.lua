@@ -121,21 +121,6 @@ describe("self time", function()
     assert_near(st(d, gd).cpu_us, dispatch.spent + co_plugin.spent, "dispatch, inclusive")
   end)
 
-  it("gives a resumer no self time for a coroutine that is in no group", function()
-    local gd, dispatch = plugin("dispatch", [[
-      function M.run(co) for _ = 1, 4 do spin(1) coroutine.resume(co) end end]])
-    local co = coroutine.create(function()
-      while true do
-        local t0 = os.clock() while os.clock() < t0 + 0.005 do end
-        coroutine.yield()
-      end
-    end)
-    local mon <close> = perfmon.monitor{ "jank" }
-    local d = measure(mon, function() perfmon.event(dispatch.run, co) end)
-    assert_near(st(d, gd).self_us, dispatch.spent, "dispatch, self (not the coroutine's 20 ms)")
-    assert(st(d, gd).cpu_us >= dispatch.spent + 15 * MS, "dispatch, inclusive: the coroutine's too")
-  end)
-
   it("returns self time to the caller when the callee raises", function()
     local gs, failing = plugin("failing", [[
       function M.run(ms) spin(ms) error("boom") end]])

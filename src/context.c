@@ -14,9 +14,10 @@ static size_t ctx_size (int nadd) {
          (size_t)(nadd > 0 ? nadd - 1 : 0) * sizeof(pm_Group *);
 }
 
-static uint32_t ctx_hash (const pm_Ctx *from, const pm_Set *s) {
-  return pm_hash_word(pm_hash_word(PM_HASH_SEED, (uintptr_t)from),
-                      (uintptr_t)s);
+static uint32_t ctx_hash (const pm_Ctx *from, const pm_Set *s,
+                          const pm_Set *self) {
+  uint32_t h = pm_hash_word(PM_HASH_SEED, (uintptr_t)from);
+  return pm_hash_word(pm_hash_word(h, (uintptr_t)s), (uintptr_t)self);
 }
 
 
@@ -29,13 +30,13 @@ static uint32_t ctx_hash (const pm_Ctx *from, const pm_Set *s) {
 typedef struct CtxKey {
   const pm_Engine *E;
   const pm_Ctx *from;
-  const pm_Set *set;
+  const pm_Set *set, *self;
 } CtxKey;
 
 static int ctx_same (const void *ud, uint32_t i) {
   const CtxKey *k = ud;
   const pm_Ctx *c = k->E->ctxs[i];
-  return c->from == k->from && c->set == k->set;
+  return c->from == k->from && c->set == k->set && c->self == k->self;
 }
 
 static uint32_t ctx_hash_of (const void *ud, uint32_t i) {
@@ -52,8 +53,9 @@ static int running (const pm_Ctx *b, const pm_Group *g) {
   return 0;
 }
 
-/* A new context (b, s), indexed; NULL when memory ran out. */
-static pm_Ctx *ctx_new (pm_Engine *E, pm_Ctx *b, const pm_Set *s, uint32_t h) {
+/* A new context (b, s, self), indexed; NULL when memory ran out. */
+static pm_Ctx *ctx_new (pm_Engine *E, pm_Ctx *b, const pm_Set *s,
+                        const pm_Set *self, uint32_t h) {
   pm_Group *add[PM_SET_MAX];
   pm_Ctx *c, **a;
   CtxKey k;
@@ -74,6 +76,7 @@ static pm_Ctx *ctx_new (pm_Engine *E, pm_Ctx *b, const pm_Set *s, uint32_t h) {
   memset(c, 0, ctx_size(n));
   c->base = n > 0 ? c : b;
   c->set = s;
+  c->self = self;
   c->from = b;
   c->up = n > 0 ? b : NULL;
   c->hash = h;
@@ -90,21 +93,23 @@ static pm_Ctx *ctx_new (pm_Engine *E, pm_Ctx *b, const pm_Set *s, uint32_t h) {
   return c;
 }
 
-pm_Ctx *pm_ctx_find (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
+pm_Ctx *pm_ctx_find (pm_Engine *E, pm_Ctx *c, const pm_Set *s,
+                     const pm_Set *self) {
   pm_Set *cache = (pm_Set *)s; /* a set's only mutable part: its cache */
   pm_Ctx *b = c->base;
   CtxKey k;
   uint32_t h, found;
-  if (b->last_set == s)
+  if (b->last_set == s && b->last->self == self)
     c = b->last;
   else {
     k.E = E;
     k.from = b;
     k.set = s;
-    h = ctx_hash(b, s);
+    k.self = self;
+    h = ctx_hash(b, s, self);
     if ((found = pm_index_find(&E->ctxidx, h, ctx_same, &k)) != 0)
       c = E->ctxs[found - 1];
-    else if ((c = ctx_new(E, b, s, h)) == NULL)
+    else if ((c = ctx_new(E, b, s, self, h)) == NULL)
       return NULL;
     b->last_set = s;
     b->last = c;
@@ -112,6 +117,13 @@ pm_Ctx *pm_ctx_find (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
   cache->ctx_from = b;
   cache->ctx = c;
   return c;
+}
+
+pm_Ctx *pm_ctx_library (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
+  const pm_Set *caller = c->self;
+  if (caller != NULL && !caller->lib)
+    return pm_ctx_find(E, c, s, caller); /* on its caller's behalf */
+  return pm_ctx_find(E, c, s, s->n > 0 ? s : caller);
 }
 
 /* }====================================================== */
@@ -126,6 +138,7 @@ void pm_ctx_spare (pm_Ctx *c) {
   const pm_Ctx *b;
   int i;
   pm_set_spare(c->set);
+  pm_set_spare(c->self);
   for (b = c->base; b != NULL; b = b->up)
     for (i = 0; i < b->nadd; i++)
       b->add[i]->dying = 0;
@@ -150,7 +163,7 @@ void pm_ctx_sweep (pm_Engine *E) {
   CtxKey k;
   for (i = 0; i < E->nctxs; i++) {
     pm_Ctx *c = E->ctxs[i];
-    c->dying = c->from->dying || pm_set_dying(c->set);
+    c->dying = c->from->dying || pm_set_dying(c->set) || pm_set_dying(c->self);
   }
   for (i = 0; i < E->nctxs; i++) {
     pm_Ctx *c = E->ctxs[i];

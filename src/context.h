@@ -17,6 +17,15 @@
 ** none, it shares b's running groups and differs in self time only.  So a
 ** recursion through two plugins makes two contexts, not one a level.
 **
+** Self time follows the code that caused it.  A context's self set is
+** the set entered, but for a library's set (pm_Set.lib: every group a
+** library's, or none, the set of code belonging to no group): a library
+** called from other code works on that code's behalf, so the context
+** charges its caller's self set, where that has a group that is not a
+** library; a library with no such code below (the host dispatching) is
+** its own self.  Contexts are then interned by (b, s, self), the last
+** being s but for a library's set.
+**
 ** Each set remembers the last context it was entered into from one base:
 ** calls from the host into a plugin find it there.  Each base remembers
 ** the last context a call from it went to past that cache: a library that
@@ -46,11 +55,12 @@ struct pm_Ctx {
   uint64_t flush; /* the flush it is listed for (E->flushes) */
   pm_Ctx *next_charged;
   pm_Ctx *base; /* the context whose running groups are its: it, or b */
-  const pm_Set *set; /* the innermost set; NULL for the root */
+  const pm_Set *self; /* whose groups it charges self time; root: NULL */
   /* rarer: the memory probe and blocking calls */
   pm_Allocs alloc;
   double blocking; /* µs of blocking calls that ended in it */
   /* what it is */
+  const pm_Set *set; /* the innermost set; NULL for the root */
   pm_Ctx *from; /* b, the base of the context it was entered from */
   pm_Ctx *up; /* a base's: the base whose groups run below its own */
   /* a base's: the context its last call out of the set cache went to */
@@ -62,13 +72,21 @@ struct pm_Ctx {
   pm_Group *add[1]; /* nadd of them: groups of set not running in from */
 };
 
-/* The context a call into s leads to from c: s's cache, or the index, or
-** a new context.  NULL when memory ran out. */
-pm_Ctx *pm_ctx_find (pm_Engine *E, pm_Ctx *c, const pm_Set *s);
+/* The context a call into s leads to from c, charging self time to self:
+** c's base's cache, or the index, or a new context.  NULL when memory ran
+** out. */
+pm_Ctx *pm_ctx_find (pm_Engine *E, pm_Ctx *c, const pm_Set *s,
+                     const pm_Set *self);
+/* A call into a library's set s from c: the context charging the self set
+** the call works for (the header's rule).  Not cached on s, whose self
+** set depends on its caller's. */
+pm_Ctx *pm_ctx_library (pm_Engine *E, pm_Ctx *c, const pm_Set *s);
 
 static PM_INLINE pm_Ctx *pm_ctx_child (pm_Engine *E, pm_Ctx *c,
                                        const pm_Set *s) {
-  return s->ctx_from == c->base ? s->ctx : pm_ctx_find(E, c, s);
+  if (PM_UNLIKELY(s->lib))
+    return pm_ctx_library(E, c, s);
+  return s->ctx_from == c->base ? s->ctx : pm_ctx_find(E, c, s, s);
 }
 
 /* Clears the groups' `dying` for every group of c's: those it charges. */

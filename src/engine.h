@@ -36,7 +36,8 @@
 #define PM_TAG_MASK 7u
 enum {
   PM_FN_LUA = 0, /* a Lua function; the value is its pm_Set */
-  PM_FN_C = 1, /* a C function: its frame inherits the caller's set */
+  PM_FN_C = 1, /* a C function, or a Lua function of no group: its frame
+                  inherits the caller's set */
   PM_FN_RESUME = 2, /* coroutine.resume: arg 1 is the thread */
   PM_FN_WRAP = 3, /* a coroutine.wrap function: upvalue 1 is the thread */
   PM_THREAD = 4, /* a pm_Thread */
@@ -65,6 +66,9 @@ struct pm_Engine {
   void *fud;
   size_t bytes; /* perfmon's own records (pm_alloc), beside the maps' */
   pm_Map fns; /* a function -> its PM_FN_* value */
+  /* times fns was emptied: what the adapter keeps of functions by their
+  ** address is good while this holds (their frees are seen meanwhile) */
+  uint64_t fns_forgets;
   pm_Map known; /* threads, environments, chunks, upvalues */
   pm_MapFilter keyed; /* the keys of both, for the allocator wrapper */
   int count_allocs; /* the memory probe is held: allocs counts */

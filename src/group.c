@@ -16,7 +16,8 @@
 ** =======================================================
 */
 
-pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind) {
+pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind,
+                        int library) {
   pm_Group *g, **a;
   a = pm_grow(E, E->groups, E->ngroups, E->ngroups + 1, &E->groupcap,
               sizeof(*a), 16);
@@ -37,6 +38,7 @@ pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind) {
   }
   g->id = ++E->lastid;
   g->refs = 1;
+  g->library = library != 0;
   E->groups[E->ngroups++] = g;
   return g;
 }
@@ -80,6 +82,7 @@ static int every (uintptr_t v, void *arg) {
 /* The map keeps its room: the functions come back. */
 void pm_functions_forget (pm_Engine *E) {
   pm_map_filter(&E->fns, every, NULL);
+  E->fns_forgets++;
 }
 
 /* }====================================================== */
@@ -258,6 +261,9 @@ typedef struct Tree {
 
 static int key_proto (const void *p, void *arg) {
   Tree *t = arg;
+  uintptr_t v = pm_map_get(&t->E->known, p);
+  if (v != 0 && PM_TAG(v) == PM_CHUNK)
+    return 1; /* a stripped function keyed as a root before its parent */
   if (!pm_map_put(&t->E->known, p, (uintptr_t)t->c | PM_CHUNK, t->E->falloc,
                   t->E->fud))
     return 0;
@@ -275,6 +281,7 @@ pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk) {
     return NULL;
   memset(t.c, 0, sizeof(*t.c));
   t.c->exact = 1;
+  t.c->root = root;
   if (!walk(root, key_proto, &t) && t.c->refs == 0) {
     pm_free(E, t.c, sizeof(*t.c));
     return NULL;
@@ -426,6 +433,14 @@ static size_t set_size (int n) {
   return sizeof(pm_Set) + (size_t)(n > 0 ? n - 1 : 0) * sizeof(pm_Group *);
 }
 
+static int set_lib (pm_Group *const *g, int n) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (!g[i]->library)
+      return 0;
+  return 1;
+}
+
 /* A set of one group is that group's own (solo), which goes with it. */
 static pm_Set *set_new (pm_Engine *E, pm_Group **g, int n) {
   return n == 1 ? &g[0]->solo : pm_alloc(E, set_size(n));
@@ -455,6 +470,7 @@ static pm_Set *set_intern (pm_Engine *E, pm_Group **g, int n) {
     return NULL;
   s->hash = k.hash;
   s->n = n;
+  s->lib = set_lib(g, n);
   s->ctx_from = s->ctx = NULL;
   memcpy(s->g, g, (size_t)n * sizeof(*g));
   E->sets[E->nsets] = s;
@@ -495,7 +511,7 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
   }
   if (c != NULL && (E->probes & PM_BIT(PM_PROBE_CHUNKS))) {
     if (c->group == NULL) {
-      c->group = pm_group_new(E, chunkname, "chunk");
+      c->group = pm_group_new(E, chunkname, "chunk", 0);
       if (c->group == NULL)
         return NULL;
       if (c->env) {
@@ -693,6 +709,7 @@ static int drop_record (uintptr_t v, void *arg) {
 void pm_groups_free (pm_Engine *E) {
   int i;
   pm_map_free(&E->fns, E->falloc, E->fud);
+  E->fns_forgets++;
   pm_map_filter(&E->known, drop_record, E);
   pm_map_free(&E->known, E->falloc, E->fud);
   while (E->envs != NULL) {

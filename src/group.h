@@ -73,6 +73,10 @@ typedef struct pm_Ctx pm_Ctx;
 typedef struct pm_Set {
   uint32_t hash;
   int n;
+  /* no group of it is a plugin's (every one is a library, or it has none):
+  ** a call into it from another group's code charges that code's self
+  ** time (pm_ctx_self) */
+  int lib;
   /* the context last entered into this set from base ctx_from (context.h):
   ** a cache, the only part of an interned set that changes */
   pm_Ctx *ctx_from, *ctx;
@@ -102,6 +106,9 @@ struct pm_Group {
   int id; /* 1.., never reused; 0 is the process */
   char *name, *kind;
   int refs; /* its handle, environments, source prefixes, its chunk */
+  /* a library (a host's core API, its util modules): fixed before any set
+  ** names it, as sets read it when interned */
+  int library;
   int dead; /* refs reached 0: no longer reported, freed by a sweep */
   int dying; /* a sweep frees it: nothing running holds it */
   pm_Env **envs; /* the environments it is attached to, for memberships */
@@ -138,14 +145,17 @@ typedef struct pm_Source {
 typedef struct pm_Chunk {
   int refs; /* keys naming it: its source, or every prototype of its tree */
   int exact; /* named by its prototypes: one load of one chunk */
+  const void *root; /* exact: the prototype its tree was keyed from */
   pm_Env *env; /* the environment it was loaded with, or NULL */
   int ambiguous; /* the source is shared by chunks of different envs */
   int unresolved; /* env-less functions were resolved before env known */
   pm_Group *group; /* its chunk group, made while "chunks" is probed */
 } pm_Chunk;
 
-/* A new group with one reference (its handle, or its chunk). */
-pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind);
+/* A new group with one reference (its handle, or its chunk); a library
+** when library is not 0. */
+pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind,
+                        int library);
 /* The group with that id, NULL when it never was or was freed; a dead
 ** group not yet swept is returned, marked. */
 pm_Group *pm_group_get (pm_Engine *E, int id);
@@ -181,9 +191,11 @@ pm_Env *pm_env_of_upvalue (pm_Engine *E, const void *uv);
 void pm_upvalue_forget (pm_Engine *E, uintptr_t v);
 
 pm_Chunk *pm_chunk_get (pm_Engine *E, const void *source, int create);
-/* The record of the chunk whose main function has prototype root, keyed by
-** every prototype of its tree, which walk(root, f, arg) calls f on until f
-** returns 0 (the adapter's pm_proto_walk); NULL when memory ran out. */
+/* The record of the chunk whose root function (a main function, or a
+** stripped function of no known tree) has prototype root, keyed by every
+** prototype of its tree not keyed yet, which walk(root, f, arg) calls f on
+** until f returns 0 (the adapter's pm_proto_walk); NULL when memory ran
+** out.  root must not be keyed yet. */
 typedef int (*pm_Walk)(const void *root, int (*f)(const void *p, void *arg),
                        void *arg);
 pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk);

@@ -16,6 +16,7 @@
 #include "stopwatch.h"
 #include "trap.h"
 #include "watch.h"
+#include "wrapper.h"
 
 #define PM_MASK (LUA_MASKCALL | LUA_MASKRET)
 
@@ -208,16 +209,35 @@ static int frames_grow (pm_Thread *t, int need) {
   return 1;
 }
 
-static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
-                            const pm_Set *parent) {
+/* A call of a library's function ar from a plugin's frame (context.h): on
+** the plugin's behalf, unless the plugin's function wraps it. */
+static PM_NOINLINE pm_Ctx *enter_library (pm_Thread *t, lua_State *L,
+                                          lua_Debug *ar, const pm_Set *set) {
+  pm_State *S = t->S;
+  lua_Debug w;
+  if (S->frame_direct)
+    w.i_ci = (struct CallInfo *)pm_frame_caller(ar->i_ci);
+  else if (!lua_getstack(L, 1, &w))
+    return pm_sw_enter(&S->e, set);
+  return pm_wraps(S, L, ar, &w) ? pm_sw_enter_own(&S->e, set)
+                                : pm_sw_enter(&S->e, set);
+}
+
+static PM_INLINE void push (pm_Thread *t, lua_State *L, lua_Debug *ar,
+                            const pm_Set *set, const pm_Set *parent) {
   pm_Frame *fr;
   if (t->n == t->cap && !frames_grow(t, t->n + 1))
     return; /* out of memory: this frame goes unmeasured */
   fr = &t->f[t->n++];
-  fr->ci = ci;
+  fr->ci = ar->i_ci;
   fr->set = set;
   fr->iter = t->S->e.iter;
-  fr->left = set != parent ? pm_sw_enter(&t->S->e, set) : NULL;
+  if (set == parent)
+    fr->left = NULL;
+  else if (PM_UNLIKELY(set->lib) && parent != NULL && !parent->lib)
+    fr->left = enter_library(t, L, ar, set);
+  else
+    fr->left = pm_sw_enter(&t->S->e, set);
 }
 
 /* The return of a frame into another set: out of line, as the common
@@ -240,7 +260,8 @@ static void unwind (pm_Thread *t, int keep) {
 
 /* t's frames go (a thread that perfmon lost sight of, or that is
 ** collected): if it runs, the groups of the context it was resumed from
-** run on, and what it runs is no set's self time (the empty set's). */
+** run on, and what it runs is code of no group (the empty set's): its
+** resumer's self time. */
 static void drop_frames (pm_Thread *t) {
   pm_Engine *E = &t->S->e;
   pm_Ctx *c;
@@ -642,7 +663,7 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
   parent = t->n > 0 ? t->f[t->n - 1].set : S->e.empty;
   /* a thread's bottom frame always enters its set: a coroutine's runs
   ** over its resumer's context, whose set is not the frame's (NULL) */
-  push(t, ar->i_ci, set_of(v, parent), t->n > 0 ? parent : NULL);
+  push(t, L, ar, set_of(v, parent), t->n > 0 ? parent : NULL);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
     hook_coroutine(S, L, ar, kind);
 }
@@ -687,9 +708,9 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
 
 /* A call into another set: out of line, and last in on_event, so that
 ** the fast path keeps no register across a call. */
-static PM_NOINLINE void enter (pm_Thread *t, const void *ci, const pm_Set *set,
-                               const pm_Set *parent) {
-  push(t, ci, set, parent);
+static PM_NOINLINE void enter (pm_Thread *t, lua_State *L, lua_Debug *ar,
+                               const pm_Set *set, const pm_Set *parent) {
+  push(t, L, ar, set, parent);
 }
 
 /* The call of a function of value v (0: not seen yet) from the top frame:
@@ -704,7 +725,7 @@ static PM_INLINE void call_push (lua_State *L, lua_Debug *ar, pm_Thread *t,
     top[1].left = NULL;
     t->n++;
   } else if (v != 0 && PM_TAG(v) == PM_FN_LUA)
-    enter(t, ar->i_ci, PM_PTR(v), top->set);
+    enter(t, L, ar, PM_PTR(v), top->set);
   else
     on_event_slow(L, ar, 1);
 }
@@ -972,6 +993,20 @@ static int settled (pm_State *S, lua_State *L) {
   lua_Debug ar;
   return S->hook == hook_fast && cached(L) && last.t->n > 0 &&
          lua_getstack(L, 0, &ar) && last.t->f[last.t->n - 1].ci == ar.i_ci;
+}
+
+void pm_hook_restart (pm_State *S) {
+  pm_Thread *t = S->current;
+  pm_Engine *E = &S->e;
+  pm_Ctx *c;
+  const pm_Set *s;
+  if (S->exact == 0 || t == NULL || t->n == 0 || t->blocking > 0 ||
+      t->loops > 0)
+    return;
+  s = t->f[t->n - 1].set;
+  /* no tick: the code was entered before */
+  if (s->n > 0 && E->ctx == &E->root && (c = pm_ctx_child(E, E->ctx, s)))
+    pm_sw_change(E, c);
 }
 
 void pm_hook_settle (lua_State *L, pm_State *S) {

@@ -63,6 +63,15 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
 ** caught in C, a coroutine that yielded.  Called at event boundaries. */
 void pm_hook_settle (lua_State *L, pm_State *S);
 
+/* After an event's boundary (the iteration moved on, every stopwatch
+** under way cancelled): the settled thread that marked it goes on in its
+** top frame's set, whose calls into the same set would start no
+** stopwatch, so that a dispatcher's own code and the code of no group it
+** runs are charged.  Not for the empty set, nor inside a blocking call,
+** whose wait would be charged as CPU time, nor inside a nested loop the
+** thread spun, whose work is not the spinning code's. */
+void pm_hook_restart (pm_State *S);
+
 /* Whether perfmon's hook was taken from a thread it monitors since the
 ** first monitor opened (a debugger's debug.sethook): checks the main
 ** thread, L and every thread perfmon knows. */

@@ -32,8 +32,13 @@ static int with_state (lua_State *L, int (*f)(pm_State *S)) {
   return f(S);
 }
 
+/* An event's boundary cancels every stopwatch under way; the code that
+** marked it goes on in its own groups (pm_hook_restart). */
 static int event_begin (pm_State *S) {
-  return pm_sw_event_begin(&S->e);
+  int rc = pm_sw_event_begin(&S->e);
+  if (rc == PERFMON_OK)
+    pm_hook_restart(S);
+  return rc;
 }
 
 int perfmon_event_begin (lua_State *L) {
@@ -47,8 +52,10 @@ int perfmon_event_end (lua_State *L) {
   if (S == NULL)
     return missing(L);
   pm_hook_settle(L, S);
-  if ((rc = pm_sw_event_end(&S->e)) == PERFMON_OK)
+  if ((rc = pm_sw_event_end(&S->e)) == PERFMON_OK) {
+    pm_hook_restart(S);
     pm_alert_deliver(L, S);
+  }
   return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "alert.h"
 #include "lalert.h"
+#include "lupvalues.h"
 #include "fleet.h"
 #include "hook.h"
 #include "resolve.h"
@@ -79,20 +80,31 @@ static const char *field_string (lua_State *L, const char *key) {
   return s;
 }
 
-/* perfmon.group{name = ..., kind = ...} */
+/* The optional boolean field of the table at 1: false when absent. */
+static int field_boolean (lua_State *L, const char *key) {
+  int t = lua_getfield(L, 1, key);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    luaL_argerror(L, 1,
+                  lua_pushfstring(L, "field '%s' must be a boolean, got %s",
+                                  key, luaL_typename(L, -1)));
+  return lua_toboolean(L, -1);
+}
+
+/* perfmon.group{name = ..., kind = ..., library = false} */
 static int l_group (lua_State *L) {
   pm_State *S;
   pm_Group *g;
-  int *id;
+  int *id, library;
   const char *name, *kind;
   luaL_checktype(L, 1, LUA_TTABLE);
   name = field_string(L, "name"); /* in order: the first bad one is named */
   kind = field_string(L, "kind");
+  library = field_boolean(L, "library");
   S = state(L);
   /* a host that makes groups and never takes a snapshot frees them too */
   if (S->e.ndead >= 256 && 2 * S->e.ndead >= S->e.ngroups)
     sweep(S);
-  g = pm_group_new(&S->e, name, kind);
+  g = pm_group_new(&S->e, name, kind, library);
   if (g == NULL)
     return (nomem(L), 0);
   id = lua_newuserdatauv(L, sizeof(int), 0);
@@ -112,6 +124,8 @@ static int group_index (lua_State *L) {
     lua_pushstring(L, g->name);
   else if (strcmp(k, "kind") == 0)
     lua_pushstring(L, g->kind);
+  else if (strcmp(k, "library") == 0)
+    lua_pushboolean(L, g->library);
   else
     lua_pushnil(L);
   return 1;
@@ -393,11 +407,15 @@ static void set_histogram (lua_State *L, const char *field,
 /* ... -> ... stats */
 static void push_stats (lua_State *L, int id, const char *name,
                         const char *kind, const pm_Stats *st, const int *ids,
-                        int nids) {
+                        int nids, int library) {
   int k, longest = 0;
-  lua_createtable(L, 0, 20);
+  lua_createtable(L, 0, 21);
   lua_pushinteger(L, id);
   lua_setfield(L, -2, "id");
+  if (library) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "library");
+  }
   lua_pushstring(L, name);
   lua_setfield(L, -2, "name");
   lua_pushstring(L, kind);
@@ -454,7 +472,7 @@ static int build_stats (lua_State *L) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "hook_lost");
   }
-  push_stats(L, 0, "process", "process", &S->e.process, ids, 0);
+  push_stats(L, 0, "process", "process", &S->e.process, ids, 0, 0);
   lua_setfield(L, -2, "process");
   lua_createtable(L, 0, S->e.ngroups - S->e.ndead);
   for (i = 0; i < S->e.ngroups; i++) {
@@ -463,7 +481,7 @@ static int build_stats (lua_State *L) {
     if (g->dead)
       continue;
     n = pm_memberships(g, ids, PM_ENV_GROUPS + 2);
-    push_stats(L, g->id, g->name, g->kind, &g->total, ids, n);
+    push_stats(L, g->id, g->name, g->kind, &g->total, ids, n, g->library);
     lua_rawseti(L, -2, g->id);
   }
   lua_setfield(L, -2, "groups");
@@ -1104,5 +1122,6 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   add_bracket(L, "nested_loop", l_nested_loop, l_nested_leave);
   add_bracket(L, "blocking", l_blocking, l_blocking_end);
   pm_profiler_register(L); /* core.profiler_* */
+  pm_upvalues_register(L); /* core.upvalue_functions */
   return 1;
 }

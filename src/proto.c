@@ -137,6 +137,28 @@ const void *pm_proto_env (const void *f, size_t offset) {
   return NULL;
 }
 
+/* The index of f's upvalue that came down from its parent's upvalue 0
+** (descriptor: not in the parent's stack, index 0) when it holds a table;
+** -1 when none does. */
+static int passed_env (const LClosure *cl) {
+  const Upvaldesc *up = cl->p->upvalues;
+  int i;
+  for (i = 0; i < cl->nupvalues && i < cl->p->sizeupvalues; i++)
+    if (!up[i].instack && up[i].idx == 0)
+      return upvalue_table(cl, i) != NULL ? i : -1;
+  return -1;
+}
+
+int pm_proto_load_env (const void *f) {
+  int i = passed_env(f);
+  return i >= 0 ? i + 1 : 1;
+}
+
+const void *pm_proto_passed_env (const void *f) {
+  int i = passed_env(f);
+  return i >= 0 ? upvalue_table(f, i) : NULL;
+}
+
 const void *pm_proto_upvalue (const void *f, int i) {
   const LClosure *cl = f;
   return i < cl->nupvalues ? cl->upvals[i] : NULL;
@@ -155,12 +177,14 @@ int pm_proto_heap (lua_State *L,
                    void *arg) {
   GCObject *o;
   for (o = all_objects(L); o != NULL; o = o->next) {
-    /* garbage that a memory error left half made has no prototype, or
-       one with no source yet: neither is any chunk's */
+    /* garbage that a memory error left half made may have no prototype,
+       and is no chunk's; a prototype with no source is stripped (or half
+       made: its sizes are set as its arrays are, and a record keyed by
+       it goes with it) */
     const Proto *p = o->tt == PM_VLCL     ? ((const LClosure *)o)->p
                      : o->tt == PM_VPROTO ? (const Proto *)o
                                           : NULL;
-    if (p != NULL && p->source != NULL && !fn(o, o->tt == PM_VPROTO, arg))
+    if (p != NULL && !fn(o, o->tt == PM_VPROTO, arg))
       return 0;
   }
   return 1;
@@ -185,6 +209,20 @@ static _Thread_local struct {
   int ok;
 } check;
 
+/* Whether p's n upvalue descriptors say, from the first, in stack
+** (instack) or not, and at which index (idx): as up gives them, two bytes
+** each. */
+static int described (const Proto *p, int n, const char *up) {
+  const Upvaldesc *d = p->upvalues;
+  int i;
+  if (p->sizeupvalues != n)
+    return 0;
+  for (i = 0; i < n; i++)
+    if (d[i].instack != up[2 * i] || d[i].idx != up[2 * i + 1])
+      return 0;
+  return 1;
+}
+
 /* Whether the function on the top of the stack has prototype p, read
 ** through the layout, with the parameters, lines and source that
 ** lua_getinfo gives. */
@@ -204,7 +242,7 @@ static int agrees (lua_State *L, const Proto *p) {
 /* Protected: loading and running the chunk can raise a memory error. */
 static int run_check (lua_State *L) {
   const Proto *root;
-  if (luaL_loadstring(L, "local up = 1\n"
+  if (luaL_loadstring(L, "local pad, up = 0, 1\n"
                          "local function a(x, y) return x end\n"
                          "local function b(...)\n"
                          "  return function(z) return up + z end\n"
@@ -213,6 +251,11 @@ static int run_check (lua_State *L) {
     return lua_error(L);
   root = pm_proto_of(lua_topointer(L, -1));
   if (!agrees(L, root) || root->sizep != 2)
+    return 0;
+  /* _ENV, in the stack of no function; b's `up`, register 1 of main's
+     stack; inner's, b's upvalue 0 */
+  if (!described(root, 1, "\1\0") || !described(root->p[1], 1, "\1\1") ||
+      root->p[1]->sizep != 1 || !described(root->p[1]->p[0], 1, "\0\0"))
     return 0;
   lua_call(L, 0, 3); /* a b inner */
   check.ok = agrees(L, root->p[1]->p[0]) && root->p[1]->sizep == 1;

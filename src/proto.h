@@ -21,7 +21,8 @@ const void *pm_proto_of (const void *f);
 /* Whether p is a chunk's main function's: the root of a tree. */
 int pm_proto_is_main (const void *p);
 /* The TString of p's source name (lua_Debug.source less the string
-** offset), which every prototype of a load shares. */
+** offset), which every prototype of a load shares; NULL for stripped code
+** (lua_Debug.source "=?"). */
 const void *pm_proto_source (const void *p);
 
 /* Calls fn(p, arg) for root and every prototype below it, root first;
@@ -32,6 +33,20 @@ int pm_proto_walk (const void *root, int (*fn)(const void *p, void *arg),
 /* The table in the _ENV upvalue of the Lua function f (by its name, or
 ** upvalue 1 of a main function, which is _ENV even stripped), or NULL. */
 const void *pm_proto_env (const void *f, size_t offset);
+
+/* The upvalue (from 1) of the stripped Lua function f, of no known tree,
+** that holds the environment of its load.  A load sets upvalue 1 of the
+** function it makes; a function defined in a main function reads _ENV
+** through the upvalue that came down from the main function's upvalue 1
+** (its descriptor: not in the parent's stack, the parent's upvalue 0),
+** and that one is taken where it holds a table: in a function whose main
+** function died unseen (a function loaded alone has nothing there).  So
+** exact for both, but a guess for a function defined deeper. */
+int pm_proto_load_env (const void *f);
+/* The table in that upvalue of f that came down from its parent's upvalue
+** 0, or NULL: for a stripped function of no known tree, whose parent was
+** the main function, its _ENV. */
+const void *pm_proto_passed_env (const void *f);
 
 /* The identity of upvalue i (from 0) of the Lua function f, as
 ** lua_upvalueid gives it (its UpVal), or NULL past the last. */

@@ -6,8 +6,9 @@
 ** chunk was loaded with; with the groups of the source prefixes its chunk's
 ** path begins with, and its chunk group while "chunks" is probed.  A
 ** chunk is told by its prototype tree where proto.h's start-up check
-** passed, else by its source name.  A C function has no set of its own:
-** it runs in its caller's.  Each answer is cached in the address map
+** passed, else by its source name.  A C function has no set of its own,
+** nor a Lua function whose set is empty (a host's helper that belongs to
+** no group): it runs in its caller's.  Each answer is cached in the address map
 ** (engine.h's tags), keyed by the function, until attaching, detaching or
 ** a probe change forgets them (pm_functions_forget).
 */
@@ -22,10 +23,12 @@
 ** again next time). */
 uintptr_t pm_resolve (pm_State *S, lua_State *L);
 /* The set of the function on the top of the stack, or NULL for a C
-** function: for the profiler's frames. */
+** function or a Lua function of no group: for the profiler's frames. */
 const pm_Set *pm_resolve_set (lua_State *L, pm_State *S);
-/* Registers a chunk's main function, at fidx, with its environment
-** (perfmon.load); returns 0 when memory ran out. */
+/* Resolves the Lua function at fidx without caching it, so that a
+** chunk's main function tells its chunk's environment: a chunk just
+** loaded (perfmon.load), or one whose _ENV was set (lupvalues.h).
+** Returns 0 when memory ran out. */
 int pm_resolve_chunk (lua_State *L, pm_State *S, int fidx);
 /* Finds the chunks and environments of the functions that ran before the
 ** first monitor opened, in the heap (proto.h), where that is checked.

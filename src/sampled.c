@@ -11,6 +11,7 @@
 #include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
+#include "wrapper.h"
 
 /* The tick timer is asked for less than any scheduler tick, so that its
 ** signal comes at every tick of the thread's CPU time, and never more
@@ -90,14 +91,23 @@ static int loop_cut (pm_State *S, lua_State *T, const void *stop) {
   return cut;
 }
 
-/* Charges the sets of T's frames, the top first; *self: the innermost Lua
-** frame is still to come (it is T's top one, or below).  Returns 0 where
-** it reached the code that spun the nested loop running: the walk ends
-** there. */
-static int walk (pm_State *S, lua_State *T, int *self) {
-  const pm_Set *last = NULL, *s;
+/* Who owns a sample's self time, as the walk goes down (context.h's
+** rule): the innermost set that is not a library's, or failing one, the
+** innermost library's (the host dispatching on its own). */
+typedef struct Self {
+  int found; /* a set that is not a library's was charged self time */
+  const pm_Set *lib; /* the innermost library's set, until then */
+} Self;
+
+/* Charges the sets of T's frames, the top first, self time as *o says:
+** where a plugin's frame wraps the library's function it called
+** (wrapper.h), the library keeps it.  Returns 0 where it reached the code
+** that spun the nested loop running: the walk ends there. */
+static int walk (pm_State *S, lua_State *T, Self *o) {
+  const pm_Set *last = NULL, *s, *above = NULL;
+  lua_Debug up; /* the frame above, where its set is a library's */
   Frames f;
-  int i, cut = -1;
+  int i, cut = -1, self;
   if (S->e.loop > 0 && S->loop_thread[S->e.loop] == T)
     cut = loop_cut(S, T, S->loop_ci[S->e.loop]);
   if (!frames_first(&f, T))
@@ -105,11 +115,22 @@ static int walk (pm_State *S, lua_State *T, int *self) {
   for (i = 0;; i++) {
     if (i == cut)
       return 0;
-    if ((s = set_of(S, T, &f.ar)) != NULL && s != last) {
-      pm_sw_sample_set(&S->e, s, *self);
-      *self = 0;
+    s = set_of(S, T, &f.ar);
+    if (s != NULL && s != last) {
+      self = !o->found && !s->lib;
+      if (self && above != NULL && pm_wraps(S, T, &up, &f.ar)) {
+        pm_sw_sample_set(&S->e, o->lib, 1); /* the library's own work */
+        o->found = 1;
+        self = 0;
+      }
+      pm_sw_sample_set(&S->e, s, self);
+      o->found |= self;
+      if (o->lib == NULL && s->lib)
+        o->lib = s;
       last = s;
     }
+    if ((above = s != NULL && s->lib ? s : NULL) != NULL)
+      up = f.ar;
     if (!frames_next(S, &f))
       return 1;
   }
@@ -121,7 +142,8 @@ static int walk (pm_State *S, lua_State *T, int *self) {
 static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   pm_State *S = sm->S;
   lua_State *chain[PM_TRAP_CHAIN];
-  int n = 0, self = 1;
+  Self o = {0, NULL};
+  int n = 0;
   (void)weight; /* the CPU clock says how much */
   if (!pm_sw_sample(&S->e, S->exact == 0))
     return;
@@ -130,9 +152,11 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   while (n > 0 && chain[n - 1] != L)
     n--;
   if (n == 0)
-    walk(S, L, &self);
-  while (n > 0 && walk(S, chain[--n], &self))
+    walk(S, L, &o);
+  while (n > 0 && walk(S, chain[--n], &o))
     ;
+  if (!o.found && o.lib != NULL)
+    pm_sw_sample_set(&S->e, o.lib, 1);
 }
 
 void pm_sampled_loop (lua_State *L, pm_State *S) {

@@ -14,6 +14,16 @@
 #include "engine.h"
 #include "mem.h"
 
+#define PM_WRAP_CACHE 64
+
+/* wrapper.c's answer for one pair of functions (f: a library's, w: the
+** plugin's that called it) */
+typedef struct pm_WrapAnswer {
+  const void *f, *w;
+  uint64_t forgets; /* e.fns_forgets when it was found */
+  int wraps;
+} pm_WrapAnswer;
+
 typedef struct pm_State pm_State;
 typedef struct pm_Thread pm_Thread;
 typedef struct pm_Profiler pm_Profiler; /* profiler/profiler.h */
@@ -66,6 +76,9 @@ struct pm_State {
   pm_Thread *current; /* the thread of the last hook event */
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
   int threads_hooked; /* every coroutine has the monitor's hook */
+
+  /* wrapper.c: which plugins' functions wrap which libraries' */
+  pm_WrapAnswer wrap[PM_WRAP_CACHE];
 };
 
 /* state.c */

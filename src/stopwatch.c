@@ -333,7 +333,7 @@ static void settle_now (pm_Engine *E) {
 }
 
 /* Gives c's cycles, ticks, memory and blocking time to its groups: every
-** group running (inclusive), the innermost set's (self); the ticks to
+** group running (inclusive), its self set's (self); the ticks to
 ** the groups whose stopwatches c started, once for each call into it. */
 static void flush_ctx (pm_Engine *E, pm_Ctx *c) {
   int jank = HAS(E, PM_PROBE_JANK) && !E->quiet;
@@ -354,8 +354,8 @@ static void flush_ctx (pm_Engine *E, pm_Ctx *c) {
   if (c->base == c && HAS(E, PM_PROBE_TICKS))
     for (i = 0; i < c->nadd; i++)
       c->add[i]->recent_ticks += c->entries;
-  for (i = 0; c->set != NULL && i < c->set->n; i++) {
-    pm_Group *g = c->set->g[i];
+  for (i = 0; c->self != NULL && i < c->self->n; i++) {
+    pm_Group *g = c->self->g[i];
     if (jank)
       window_add(E, g, &g->self, c->cycles);
     if (memory)
@@ -416,6 +416,15 @@ pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s) {
   pm_Ctx *from = E->ctx, *n = pm_ctx_child(E, from, s);
   if (PM_UNLIKELY(n == NULL))
     return NULL; /* no memory: it stays in its caller's context */
+  n->entries++;
+  change(E, n);
+  return from;
+}
+
+pm_Ctx *pm_sw_enter_own (pm_Engine *E, const pm_Set *s) {
+  pm_Ctx *from = E->ctx, *n = pm_ctx_find(E, from, s, s);
+  if (n == NULL)
+    return NULL;
   n->entries++;
   change(E, n);
   return from;
@@ -940,14 +949,14 @@ void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
   int k;
   for (k = 0; k < s->n; k++) {
     pm_Group *g = s->g[k];
-    if (g->sample_stamp == E->samples)
-      continue; /* on the stack twice: charged once */
-    g->sample_stamp = E->samples;
-    g->recent_samples++;
-    touch(E, g);
-    credit(&g->all.period_time, &E->sample_dt, 1);
-    g->sample_event_us += E->sample_event_us;
-    if (self) {
+    if (g->sample_stamp != E->samples) { /* on the stack twice: once */
+      g->sample_stamp = E->samples;
+      g->recent_samples++;
+      touch(E, g);
+      credit(&g->all.period_time, &E->sample_dt, 1);
+      g->sample_event_us += E->sample_event_us;
+    }
+    if (self && g->sample_self != E->samples) {
       g->recent_self_samples++;
       g->sample_self = E->samples;
       credit(&g->self.period_time, &E->sample_dt, 1);

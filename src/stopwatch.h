@@ -34,6 +34,9 @@
 ** a call into s from c leads to, counted as entered, without a change:
 ** the frames of a coroutine that runs again (c when no memory). */
 pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s);
+/* The same into a library's set s whose self time stays its own: the
+** caller wraps the library's function (wrapper.h). */
+pm_Ctx *pm_sw_enter_own (pm_Engine *E, const pm_Set *s);
 void pm_sw_leave (pm_Engine *E, pm_Ctx *to, uint64_t iter);
 void pm_sw_change (pm_Engine *E, pm_Ctx *to);
 pm_Ctx *pm_sw_child (pm_Engine *E, pm_Ctx *c, const pm_Set *s);
@@ -61,9 +64,9 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta);
 ** samples begin.  pm_sw_sample takes the CPU time since the last sample
 ** and returns whether the sets on the stack are
 ** to be charged with it (not when `charge` is 0: an exact monitor is open,
-** and wins); then pm_sw_sample_set charges each set's groups, the
-** innermost first with self set: every group once per sample, those of
-** the innermost set as self time too. */
+** and wins); then pm_sw_sample_set charges each set's groups, every group
+** once per sample, and those of the set that owns the sample's self time
+** (context.h's rule, told by sampled.c's walk) as self time too, once. */
 void pm_sw_sampled (pm_Engine *E, int on);
 int pm_sw_sample (pm_Engine *E, int charge);
 void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self);

@@ -6,6 +6,7 @@
 #include <lauxlib.h>
 
 #include "hook.h"
+#include "wrapper.h"
 
 static void forget (pm_State *S, const void *key, uintptr_t v) {
   pm_map_del(&S->e.known, key);
@@ -24,7 +25,8 @@ static void forget (pm_State *S, const void *key, uintptr_t v) {
 ** was of it. */
 static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
   uintptr_t v;
-  pm_map_del(&S->e.fns, ptr);
+  if (pm_map_del(&S->e.fns, ptr) != 0)
+    pm_wrapper_forget(S, ptr);
   if ((v = pm_map_get(&S->e.known, ptr)) != 0)
     forget(S, ptr, v);
   return S->e.falloc(S->e.fud, ptr, osize, 0);

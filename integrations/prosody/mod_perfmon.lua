@@ -29,6 +29,7 @@ local INSTANCE_KIND = "prosody-module-instance";
 -- (module.save below).
 local saved = module.saved_state or {};
 local registry = saved.registry or {}; -- name -> { group, prefix, instances = { [host] = { group, env } } }
+local libraries = saved.libraries; -- Prosody's own code: { { group, prefixes } }
 local route = saved.route; -- the loop's turns, once installed
 
 -- perfmon.monitor's mode: "exact" follows every call and return, "sampled"
@@ -42,6 +43,47 @@ end
 -- perfmon.monitor refuses what is not a whole number in [100, 1000000].
 local rate_us = mode == "sampled" and module:get_option_number("perfmon_rate_us", 4000) or nil;
 local monitor = perfmon.monitor { "jank", "ticks", mode = mode, rate_us = rate_us };
+
+---------------------------------------------------------------------------
+-- Prosody's own code as libraries
+---------------------------------------------------------------------------
+
+-- The server's core (its main script, core/ and net/: the loop, stanza
+-- routing, sessions) and util/ are library groups (docs/api.md, "Self
+-- time"): a module's calls into util.stanza, util.jid or the core's API are
+-- that module's self time, and what the core does on its own (reading
+-- sockets, routing before any module's handler) is the core's.
+local LIBRARY_KIND = "prosody-library";
+local function library_prefixes(source, ...)
+	local list = {};
+	for _, dir in ipairs { ... } do list[#list + 1] = source .. "/" .. dir .. "/"; end
+	return list;
+end
+
+-- The server's main script: the outermost main chunk on the stack.
+local function main_script()
+	local path;
+	for level = 2, 200 do
+		local info = debug.getinfo(level, "S");
+		if not info then break; end
+		if info.what == "main" and info.source:sub(1, 1) == "@" then path = info.source:sub(2); end
+	end
+	return path;
+end
+
+if not libraries then
+	local source = prosody.paths.source or ".";
+	local core = library_prefixes(source, "core", "net");
+	core[#core + 1] = main_script();
+	libraries = {
+		{ group = perfmon.group { name = "prosody", kind = LIBRARY_KIND, library = true }, prefixes = core },
+		{ group = perfmon.group { name = "util", kind = LIBRARY_KIND, library = true },
+			prefixes = library_prefixes(source, "util") },
+	};
+	for _, lib in ipairs(libraries) do
+		for _, prefix in ipairs(lib.prefixes) do perfmon.attach_source(prefix, lib.group); end
+	end
+end
 
 ---------------------------------------------------------------------------
 -- Modules as groups
@@ -279,6 +321,12 @@ local function performance_table(snap)
 			lines[#lines + 1] = row("  @" .. inst.host, snap.groups[inst.group.id], snap.process, "");
 		end
 	end
+	-- Prosody's own code: what it did on its own (self) and for the
+	-- modules (cpu)
+	for _, lib in ipairs(libraries) do
+		lines[#lines + 1] = row(("(%s: library)"):format(lib.group.name), snap.groups[lib.group.id], snap.process,
+			hottest(lib.group));
+	end
 	lines[#lines + 1] = row("(whole server)", snap.process, snap.process, "");
 	return lines;
 end
@@ -322,7 +370,7 @@ end);
 ---------------------------------------------------------------------------
 
 function module.save()
-	return { registry = registry, route = route };
+	return { registry = registry, route = route, libraries = libraries };
 end
 
 local function detach_all()
@@ -330,6 +378,9 @@ local function detach_all()
 		for _, inst in pairs(entry.instances) do set_instance_env(entry, inst, nil); end
 		if entry.prefix then perfmon.detach_source(entry.prefix, entry.group); end
 		entry.prefix = nil;
+	end
+	for _, lib in ipairs(libraries) do
+		for _, prefix in ipairs(lib.prefixes) do perfmon.detach_source(prefix, lib.group); end
 	end
 end
 

@@ -128,7 +128,7 @@ local longest = require("perfmon.buckets").longest
 
 local function stats_minus(new, old)
   local d = {
-    id = new.id, name = new.name, kind = new.kind,
+    id = new.id, name = new.name, kind = new.kind, library = new.library,
     memberships = table.move(new.memberships, 1, #new.memberships, 1, {}),
   }
   for _, f in ipairs(STAT_FIELDS) do
@@ -205,7 +205,14 @@ Monitor.__index = Monitor
 -- them.  A hook set behind perfmon's back (a debug.sethook kept from
 -- before, or C code) is noticed at the next snapshot or event boundary and
 -- reported (snapshot.hook_lost).
-if package.loaded.debug then core.hook_functions(package.loaded.debug) end
+-- debug.setupvalue and debug.upvaluejoin are perfmon's from here on
+-- (core.upvalue_functions): they behave as the library's and also forget
+-- the cached groups of the functions whose _ENV they change, which are
+-- resolved again at their next call.
+if package.loaded.debug then
+  core.hook_functions(package.loaded.debug)
+  core.upvalue_functions(package.loaded.debug)
+end
 
 --- Opens a monitor holding the named probes: "jank" (CPU times and the
 -- durations histogram), "blocking", "ticks", "chunks" (a group per chunk).
@@ -302,6 +309,12 @@ local function json_string(v, where)
   return v
 end
 
+-- A flag written only when set (a library group's).
+local function json_true(v, where)
+  if v ~= true then json_error(("%s must be true or absent, got %s"):format(where, tostring(v))) end
+  return v
+end
+
 local function json_list(v, where, len)
   if type(v) ~= "table" or (len and #v ~= len) then
     json_error(("%s must be a list%s"):format(where, len and (" of %d numbers"):format(len) or ""))
@@ -317,6 +330,7 @@ local function stats_from_json(st, where)
     id = json_int(st.id, where .. ".id"),
     name = json_string(st.name, where .. ".name"),
     kind = json_string(st.kind, where .. ".kind"),
+    library = st.library ~= nil and json_true(st.library, where .. ".library") or nil,
     memberships = json_list(st.memberships, where .. ".memberships"),
   }
   for _, f in ipairs(STAT_FIELDS) do

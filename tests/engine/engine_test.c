@@ -59,7 +59,7 @@ static void ret (void) {
 }
 
 static pm_Group *group (const char *name) {
-  pm_Group *g = pm_group_new(&E, name, "plugin");
+  pm_Group *g = pm_group_new(&E, name, "plugin", 0);
   CHECK(g != NULL);
   return g;
 }
@@ -181,6 +181,66 @@ static void test_recursion (void) {
   NEAR(self(b), 50);
   CHECK(a->total.ticks == 1 && b->total.ticks == 1);
   unmonitor(JANK | TICKS);
+}
+
+/* A library's code works for the code that called it: A's calls into the
+** library L are A's self time and L's inclusive time; L dispatching on its
+** own is its own self time, and what it calls back is the callee's, the
+** same library context entered on behalf of B, then of A, told apart.  The
+** empty set (code of no group) is its caller's too.  Self times still add
+** up to the process's. */
+static void test_library (void) {
+  static char table_l;
+  pm_Group *a, *b, *l;
+  const pm_Set *sa, *sb, *sl;
+  monitor(JANK);
+  plugins(&a, &sa, &b, &sb);
+  l = pm_group_new(&E, "L", "core", 1);
+  CHECK(l != NULL);
+  sl = set_of(&table_l, l, NULL);
+  CHECK(sl->lib && !sa->lib && E.empty->lib);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa); /* A -> L */
+  fake_advance(100, 100);
+  call(sl);
+  fake_advance(300, 300);
+  ret();
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sl); /* L -> B -> L -> A -> L */
+  fake_advance(50, 50);
+  call(sb);
+  fake_advance(200, 200);
+  call(sl);
+  fake_advance(70, 70);
+  call(sa);
+  fake_advance(30, 30);
+  call(sl);
+  fake_advance(20, 20);
+  ret();
+  ret();
+  ret();
+  ret();
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa); /* A -> code of no group */
+  fake_advance(10, 10);
+  call(E.empty);
+  fake_advance(40, 40);
+  ret();
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 500);
+  NEAR(self(a), 500);
+  NEAR(cpu(b), 320);
+  NEAR(self(b), 270);
+  NEAR(cpu(l), 670);
+  NEAR(self(l), 50);
+  NEAR(E.process.cpu.cpu_us, 820);
+  unmonitor(JANK);
 }
 
 /* Once the counter's rate is known, a window holds several changes of
@@ -630,6 +690,52 @@ static void test_upvalue_links (void) {
   unmonitor(JANK);
 }
 
+/* A fake prototype tree, and pm_proto_walk's walk of it. */
+typedef struct Node {
+  const struct Node *kids[2];
+  int n;
+} Node;
+
+static int walk_nodes (const void *root, int (*fn)(const void *p, void *arg),
+                       void *arg) {
+  const Node *p = root;
+  int i;
+  if (!fn(p, arg))
+    return 0;
+  for (i = 0; i < p->n; i++)
+    if (!walk_nodes(p->kids[i], fn, arg))
+      return 0;
+  return 1;
+}
+
+/* A tree is keyed from its root, which its record names; a prototype keyed
+** before as the root of its own (a stripped function resolved before the
+** main function that made it) keeps its record.  A record lives while a
+** key names it. */
+static void test_chunk_trees (void) {
+  static const Node leaf = {{NULL, NULL}, 0};
+  static const Node mid = {{&leaf, NULL}, 1};
+  static const Node root = {{&mid, NULL}, 1};
+  pm_Chunk *m, *r;
+  size_t before;
+  monitor(JANK);
+  m = pm_chunk_tree(&E, &mid, walk_nodes);
+  CHECK(m != NULL && m->exact && m->root == &mid && m->refs == 2);
+  r = pm_chunk_tree(&E, &root, walk_nodes);
+  CHECK(r != NULL && r->exact && r->root == &root && r->refs == 1);
+  CHECK(PM_PTR(pm_map_get(&E.known, &leaf)) == m);
+  CHECK(PM_PTR(pm_map_get(&E.known, &mid)) == m);
+  CHECK(PM_PTR(pm_map_get(&E.known, &root)) == r);
+  /* the prototypes are freed, as the allocator wrapper tells */
+  before = E.bytes;
+  pm_chunk_forget(&E, PM_PTR(pm_map_del(&E.known, &leaf)));
+  pm_chunk_forget(&E, PM_PTR(pm_map_del(&E.known, &root)));
+  CHECK(E.bytes == before - sizeof(pm_Chunk));
+  pm_chunk_forget(&E, PM_PTR(pm_map_del(&E.known, &mid)));
+  CHECK(E.bytes == before - 2 * sizeof(pm_Chunk));
+  unmonitor(JANK);
+}
+
 /*
 ** {======================================================
 ** Samples (sampled mode)
@@ -983,6 +1089,7 @@ int main (void) {
   static const Test tests[] = {
       {"inclusive_and_self", test_inclusive_and_self},
       {"recursion", test_recursion},
+      {"library", test_library},
       {"window_shares", test_window_shares},
       {"open_window", test_open_window},
       {"idle_before_event", test_idle_before_event},
@@ -996,6 +1103,7 @@ int main (void) {
       {"invisible_and_unwatched", test_invisible_and_unwatched},
       {"lifetimes", test_lifetimes},
       {"upvalue_links", test_upvalue_links},
+      {"chunk_trees", test_chunk_trees},
       {"sets_out_of_memory", test_sets_out_of_memory},
       {"samples", test_samples},
       {"held_back_sample", test_held_back_sample},

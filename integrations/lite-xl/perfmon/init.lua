@@ -56,14 +56,17 @@ local M = { groups = {}, warnings = {} }
 
 -- A plugin is a group of kind "plugin" (the user's copy and the data
 -- directory's of one name are one plugin: the user's replaces the other),
--- Lite XL's core/ one of kind "core", which is not warned about.  By source
--- path, because plugins share _G; chunks loaded before this plugin count
--- from now on.
+-- Lite XL's core/ one of kind "core", which is not warned about, and a
+-- library (docs/api.md, "Self time"): a plugin's calls into the core's API
+-- (common.fuzzy_match, Doc, the tokenizer) are the plugin's self time, and
+-- only what the core does on its own is the core's.  By source path,
+-- because plugins share _G; chunks loaded before this plugin count from
+-- now on.
 local by_name = {}
 local function attach(name, prefix)
   local g = by_name[name]
   if not g then
-    g = perfmon.group { name = name, kind = name == "core" and "core" or "plugin" }
+    g = perfmon.group { name = name, kind = name == "core" and "core" or "plugin", library = name == "core" }
     by_name[name] = g
     M.groups[#M.groups + 1] = g
   end
