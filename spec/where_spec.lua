@@ -65,6 +65,19 @@ end
 function M.run(ms) local s = check_word(ms) return s end
 return M]]
 
+-- A host's core API, a library group where it is made one (its id in the
+-- set passed, as where.libraries reads the snapshot's mark): fuzzy_match
+-- (line 2), each() calls back into a plugin, idle() works on its own.
+local CORE = [[
+local M = {}
+function M.fuzzy_match(n) local s = 0 for i = 1, n do s = s + (i * 7) % 13 end return s end
+function M.each(fn, ms)
+  local t = os.clock() + ms / 1000
+  while os.clock() < t do fn() end
+end
+function M.idle(ms) M.each(function() M.fuzzy_match(2000) end, ms) end
+return M]]
+
 -- Runs fn under a monitor and a 1 kHz profiler; returns the profiler
 -- (stopped) and the epoch µs the run began at.
 local function profile(fn)
@@ -116,19 +129,6 @@ describe("perfmon.where", function()
     assert.matches(("^[%%d.]+ m?s in its own check_word at %s:5 %%(%%d+%%%% of %%d+ samples%%)$")
       :format(chunk:gsub("%p", "%%%0")), where.text(found))
   end)
-
-  -- core: a library group (its id in the set passed, as where.libraries
-  -- reads the snapshot's mark); its each() calls back into a plugin, and
-  -- idle() works on its own
-  local CORE = [[
-local M = {}
-function M.fuzzy_match(n) local s = 0 for i = 1, n do s = s + (i * 7) % 13 end return s end
-function M.each(fn, ms)
-  local t = os.clock() + ms / 1000
-  while os.clock() < t do fn() end
-end
-function M.idle(ms) M.each(function() M.fuzzy_match(2000) end, ms) end
-return M]]
 
   it("charges a library's code to the plugin that called it, and names the library", function()
     local gc, api = plugin("core", CORE, nil, "core")
@@ -290,6 +290,44 @@ return M]], { fuzzy_match = fuzzy_match })
     assert.matches(("is slowing things down: it used %%d+%%%% of the CPU over the last [%%d.]+ s; "
       .. "[%%d.]+ m?s in host function fuzzy_match %%(host/util%%.lua:%d%%), called from %s:5 ")
       :format(HELPER_LINE, chunk:gsub("%p", "%%%0")), w.message)
+  end)
+
+  it("name a library's function a plugin janks through, and warn about the plugin alone", function()
+    local ok, gc = pcall(perfmon.group, { name = "core", kind = "core", library = true })
+    if not ok or gc.library ~= true then pending("no library groups in this build") end
+    local api = assert(perfmon.load(CORE, "=where_spec/lib/core", setmetatable({}, { __index = _G }), gc))()
+    local g, m, chunk = plugin("finder", [[
+local M = { spent = 0 }
+function M.run(ms)
+  local t0 = os.clock()
+  local t = t0 + ms / 1000
+  while os.clock() < t do core.fuzzy_match(2000) end
+  M.spent = M.spent + (os.clock() - t0) * 1e6
+end
+return M]], { core = api })
+    watcher.configure { jank_threshold_us = 50000, buffering_delay_ms = 0 }
+    local p = Profiler.new()
+    p:start(1000)
+    local warnings = {}
+    local mon <close> = perfmon.monitor { "jank" }
+    local before = mon:snapshot()
+    local pw <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
+      alerts = 3, kind = "*", profiler = p }
+    for _ = 1, 3 do perfmon.event(m.run, 100) end
+    watcher.flush()
+    p:stop()
+    local d = mon:snapshot():subtract(before)
+    -- the plugin's self time is its time in core's API (item 1), by its own clock
+    truth.assert_near(d.groups[g.id].self_us, m.spent, "finder's self time")
+    assert.is_true(d.groups[gc.id].self_us < 0.1 * m.spent, "core's own " .. d.groups[gc.id].self_us)
+    assert.are.equal(1, #warnings, #warnings .. " warnings")
+    local w = warnings[1]
+    assert.are.equal(g.id, w.group.id)
+    local h = assert(w.where.hottest, "no place: " .. w.message)
+    assert.are.equal("core", h.library)
+    assert.are.same({ file = chunk, line = 5 }, h.site)
+    assert.matches(("; [%%d.]+ m?s in core's fuzzy_match %%(where_spec/lib/core:2%%), called from %s:5 ")
+      :format(chunk:gsub("%p", "%%%0")), w.message)
   end)
 
   it("say where a janky plugin's own code spent it, from a profiler of their own", function()
