@@ -26,6 +26,7 @@
 #include "hints.h"
 #include "index.h"
 #include "map.h"
+#include "source.h"
 
 /* What the markers return: the same values as perfmon.h's PERFMON_OK and
 ** PERFMON_EMISUSE (host.c checks that they agree). */
@@ -66,8 +67,9 @@ struct pm_Engine {
   void *fud;
   size_t bytes; /* perfmon's own records (pm_alloc), beside the maps' */
   pm_Map fns; /* a function -> its PM_FN_* value */
-  /* times fns was emptied: what the adapter keeps of functions by their
-  ** address is good while this holds (their frees are seen meanwhile) */
+  /* times fns was emptied, or partly (source.c): what the adapter keeps
+  ** of functions by their address is good while this holds (their frees
+  ** are seen meanwhile) */
   uint64_t fns_forgets;
   pm_Map known; /* threads, environments, chunks, upvalues */
   pm_MapFilter keyed; /* the keys of both, for the allocator wrapper */
@@ -80,12 +82,12 @@ struct pm_Engine {
   int lastid; /* ids made so far */
   int ndead; /* dead groups among them */
   pm_Env *envs;
-  pm_Source *sources;
-  int nsources, sourcecap;
   pm_Set **sets; /* interned, in no order */
   int nsets, setcap;
   pm_Index setidx; /* sets by their hash */
   pm_Set *empty;
+
+  pm_Sources src; /* source.c */
 
   /* context.c: every context but the root, in the order they were made */
   pm_Ctx **ctxs;

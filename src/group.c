@@ -9,6 +9,7 @@
 #include "hash.h"
 #include "index.h"
 #include "mem.h"
+#include "source.h"
 
 /*
 ** {======================================================
@@ -313,76 +314,17 @@ void pm_chunk_set_env (pm_Engine *E, pm_Chunk *c, pm_Env *e) {
 }
 
 void pm_chunk_forget (pm_Engine *E, pm_Chunk *c) {
+  int i;
   if (--c->refs > 0)
     return;
   if (c->env)
     pm_env_unref(E, c->env);
   if (c->group)
     pm_group_release(E, c->group); /* a chunk group dies with its chunk */
+  for (i = 0; i < PM_CHUNK_KEYS; i++)
+    if (c->path[i] != NULL)
+      pm_path_release(E, c->path[i]);
   pm_free(E, c, sizeof(*c));
-}
-
-/* }====================================================== */
-
-/*
-** {======================================================
-** Source prefixes
-** =======================================================
-*/
-
-static int source_find (pm_Engine *E, const char *prefix, size_t len,
-                        pm_Group *g) {
-  int i;
-  for (i = 0; i < E->nsources; i++)
-    if (E->sources[i].g == g && E->sources[i].len == len &&
-        memcmp(E->sources[i].prefix, prefix, len) == 0)
-      return i;
-  return -1;
-}
-
-int pm_source_attach (pm_Engine *E, const char *prefix, size_t len,
-                      pm_Group *g) {
-  pm_Source *src;
-  if (source_find(E, prefix, len, g) >= 0)
-    return 1;
-  src = pm_grow(E, E->sources, E->nsources, E->nsources + 1, &E->sourcecap,
-                sizeof(*src), 8);
-  if (src == NULL)
-    return 0;
-  E->sources = src;
-  src = &E->sources[E->nsources];
-  if ((src->prefix = pm_alloc(E, len + 1)) == NULL)
-    return 0;
-  memcpy(src->prefix, prefix, len);
-  src->prefix[len] = '\0';
-  src->len = len;
-  src->g = g;
-  g->refs++;
-  E->nsources++;
-  pm_functions_forget(E);
-  return 1;
-}
-
-int pm_source_detach (pm_Engine *E, const char *prefix, size_t len,
-                      pm_Group *g) {
-  int i = source_find(E, prefix, len, g);
-  if (i < 0)
-    return 0;
-  pm_free(E, E->sources[i].prefix, E->sources[i].len + 1);
-  E->sources[i] = E->sources[--E->nsources];
-  pm_group_release(E, g);
-  pm_functions_forget(E);
-  return 1;
-}
-
-static void sources_free (pm_Engine *E) {
-  int i;
-  for (i = 0; i < E->nsources; i++)
-    pm_free(E, E->sources[i].prefix, E->sources[i].len + 1);
-  if (E->sources != NULL)
-    pm_free(E, E->sources, (size_t)E->sourcecap * sizeof(pm_Source));
-  E->sources = NULL;
-  E->nsources = E->sourcecap = 0;
 }
 
 /* }====================================================== */
@@ -495,10 +437,11 @@ static int set_add (pm_Group **set, int n, pm_Group *g) {
   return n + 1;
 }
 
-pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
+pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *const *paths,
                     const char *chunkname) {
-  pm_Group *g[PM_SET_MAX];
-  int n = 0, i;
+  pm_Group *g[PM_SET_MAX], *m[PM_SET_MAX];
+  pm_Set *s;
+  int n = 0, i, k;
   if (e != NULL) {
     memcpy(g, e->g, (size_t)e->n * sizeof(*g));
     n = e->n;
@@ -521,13 +464,16 @@ pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
     }
     n = set_add(g, n, c->group);
   }
-  if (source != NULL && E->nsources > 0) {
-    const char *path = source + (*source == '@' || *source == '=');
-    for (i = 0; i < E->nsources; i++)
-      if (strncmp(path, E->sources[i].prefix, E->sources[i].len) == 0)
-        n = set_add(g, n, E->sources[i].g);
+  if (paths != NULL) {
+    k = pm_source_groups(E, paths, m, PM_SET_MAX);
+    for (i = 0; i < k; i++)
+      n = set_add(g, n, m[i]);
   }
-  return set_intern(E, g, n);
+  s = set_intern(E, g, n);
+  for (i = 0; paths != NULL && s != NULL && i < PM_CHUNK_KEYS; i++)
+    if (paths[i] != NULL)
+      pm_path_note(paths[i], s);
+  return s;
 }
 
 void pm_sets_free (pm_Engine *E) {
@@ -724,7 +670,7 @@ void pm_groups_free (pm_Engine *E) {
     pm_free(E, E->groups, (size_t)E->groupcap * sizeof(pm_Group *));
   E->groups = NULL;
   E->ngroups = E->groupcap = 0;
-  sources_free(E);
+  pm_sources_free(E);
 }
 
 /* }====================================================== */

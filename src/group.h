@@ -15,10 +15,10 @@
 **
 ** An environment record (pm_Env) holds the groups attached to one _ENV
 ** table.  A chunk record (pm_Chunk) remembers the environment a chunk was
-** loaded with, for its functions that have no _ENV upvalue.  A source
-** prefix (pm_Source) puts every chunk whose path begins with it in a
-** group, whatever its environment: a plugin's files, where plugins share
-** _G.
+** loaded with, for its functions that have no _ENV upvalue, and its key
+** for source prefixes (source.h), which put every chunk whose path begins
+** with one in a group, whatever its environment: a plugin's files, where
+** plugins share _G.
 */
 #ifndef PM_GROUP_H
 #define PM_GROUP_H
@@ -31,6 +31,9 @@
 #define PM_DURATIONS 10 /* durations[k] counts runs >= 2^(k-1) ms */
 #define PM_SET_MAX 32 /* groups in one set */
 #define PM_ENV_GROUPS 31 /* groups on one environment (+ its chunk group) */
+/* a chunk's keys for source prefixes: its path, and its path with its
+** last component as named where that is a symlink */
+#define PM_CHUNK_KEYS 2
 
 typedef struct pm_Engine pm_Engine;
 
@@ -136,11 +139,8 @@ struct pm_Env {
   pm_Env *next, *prev; /* all records, for memberships */
 };
 
-typedef struct pm_Source {
-  char *prefix; /* of a chunk's path: its source without a leading @ or = */
-  size_t len;
-  pm_Group *g;
-} pm_Source;
+/* A chunk's key (source.h): its path or name, as source prefixes see it. */
+typedef struct pm_Path pm_Path;
 
 typedef struct pm_Chunk {
   int refs; /* keys naming it: its source, or every prototype of its tree */
@@ -150,6 +150,8 @@ typedef struct pm_Chunk {
   int ambiguous; /* the source is shared by chunks of different envs */
   int unresolved; /* env-less functions were resolved before env known */
   pm_Group *group; /* its chunk group, made while "chunks" is probed */
+  /* its keys, made at its first resolution; NULL till then, or unused */
+  pm_Path *path[PM_CHUNK_KEYS];
 } pm_Chunk;
 
 /* A new group with one reference (its handle, or its chunk); a library
@@ -202,19 +204,13 @@ pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk);
 void pm_chunk_set_env (pm_Engine *E, pm_Chunk *c, pm_Env *e);
 void pm_chunk_forget (pm_Engine *E, pm_Chunk *c);
 
-/* Every chunk whose path begins with prefix (len bytes) belongs to g too;
-** attaching returns 0 when memory ran out, detaching whether it was. */
-int pm_source_attach (pm_Engine *E, const char *prefix, size_t len,
-                      pm_Group *g);
-int pm_source_detach (pm_Engine *E, const char *prefix, size_t len,
-                      pm_Group *g);
-
 /* The set of e's groups, those of c's environment when c is exact (a
 ** function under `local _ENV = M`, or after _ENV was reassigned, stays in
-** its chunk's groups), the groups of the source prefixes that source
-** (lua_Debug.source) begins with, and c's chunk group when chunks are
-** probed, PM_SET_MAX at most; NULL when memory ran out. */
-pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, const char *source,
+** its chunk's groups), c's chunk group when chunks are probed, and the
+** groups of the source prefixes that paths (c's keys, or NULL) begin
+** with, the longest prefixes' first: PM_SET_MAX at most; NULL when memory
+** ran out.  The keys remember the set (pm_path_note). */
+pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *const *paths,
                     const char *chunkname);
 void pm_sets_free (pm_Engine *E);
 

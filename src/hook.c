@@ -1019,6 +1019,15 @@ void pm_hook_settle (lua_State *L, pm_State *S) {
     unwind_dead(t);
 }
 
+void pm_hook_boundary (lua_State *L, pm_State *S) {
+  pm_Thread *t;
+  if (S == NULL || S->exact == 0)
+    return;
+  pm_hook_settle(L, S);
+  if ((t = S->current) != NULL && t->n > 0 && S->e.empty != NULL)
+    t->f[t->n - 1].set = S->e.empty;
+}
+
 static void spare_ctx (pm_Engine *E, pm_Ctx *c, uint64_t iter) {
   pm_Ctx *v = pm_sw_valid(E, c, iter);
   if (v == c)

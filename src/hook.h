@@ -72,6 +72,13 @@ void pm_hook_settle (lua_State *L, pm_State *S);
 ** thread spun, whose work is not the spinning code's. */
 void pm_hook_restart (pm_State *S);
 
+/* L's top frame, a bracket's (perfmon.event), runs code of no group from
+** here (L is settled first): the function it calls for the new iteration
+** starts its groups' stopwatches even where they are its caller's, and no
+** restart (pm_hook_restart) charges the caller's groups meanwhile.  S may
+** be NULL. */
+void pm_hook_boundary (lua_State *L, pm_State *S);
+
 /* Whether perfmon's hook was taken from a thread it monitors since the
 ** first monitor opened (a debugger's debug.sethook): checks the main
 ** thread, L and every thread perfmon knows. */

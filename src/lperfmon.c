@@ -16,6 +16,7 @@
 #include "lupvalues.h"
 #include "fleet.h"
 #include "hook.h"
+#include "path.h"
 #include "resolve.h"
 #include "perfmon.h"
 #include "sampled.h"
@@ -194,14 +195,25 @@ static const char *check_prefix (lua_State *L, size_t *len) {
   return p;
 }
 
-/* perfmon.attach_source(prefix, group): every chunk whose path (its
-** source without a leading @ or =) begins with prefix belongs to group */
+/* perfmon.attach_source(prefix, group): every chunk whose path begins
+** with prefix, both normalised (path.h), or whose name begins with it as
+** written, belongs to group */
 static int l_attach_source (lua_State *L) {
   pm_State *S = state(L);
-  size_t len;
+  char full[PM_KEY_MAX], named[PM_KEY_MAX];
+  const char *path[2];
+  size_t len, plen[2];
   const char *prefix = check_prefix(L, &len);
   pm_Group *g = check_group(L, 2);
-  if (!pm_source_attach(&S->e, prefix, len, g))
+  path[0] = full, path[1] = named;
+  if (len >= PM_KEY_MAX ||
+      (plen[0] = pm_path_normal(S, prefix, len, full, named, &plen[1])) == 0)
+    return luaL_argerror(L, 1,
+                         lua_pushfstring(L,
+                                         "the prefix is longer than %d "
+                                         "bytes as an absolute path",
+                                         PM_KEY_MAX - 1));
+  if (!pm_source_attach(&S->e, prefix, len, path, plen, plen[1] > 0 ? 2 : 1, g))
     return (nomem(L), 0);
   return 0;
 }
@@ -575,6 +587,20 @@ static int l_fleet_entries (lua_State *L) {
 }
 
 /* core.info() -> what perfmon runs on and holds */
+/* An entry of info().unmatched_sources, into the list on the top. */
+static void push_unmatched (void *ud, const char *prefix, size_t len,
+                            const pm_Group *g) {
+  lua_State *L = ud;
+  lua_createtable(L, 0, 3);
+  lua_pushlstring(L, prefix, len);
+  lua_setfield(L, -2, "prefix");
+  lua_pushstring(L, g->name);
+  lua_setfield(L, -2, "group");
+  lua_pushinteger(L, g->id);
+  lua_setfield(L, -2, "id");
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+}
+
 static int l_info (lua_State *L) {
   pm_State *S = state(L);
   lua_createtable(L, 0, 10);
@@ -622,6 +648,9 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "contexts_refused");
   lua_pushinteger(L, S->e.ndead);
   lua_setfield(L, -2, "dead_groups");
+  lua_newtable(L);
+  pm_sources_unmatched(&S->e, push_unmatched, L);
+  lua_setfield(L, -2, "unmatched_sources");
   return 1;
 }
 
@@ -694,9 +723,11 @@ static int bracket_done (lua_State *L, int status, lua_KContext ctx) {
   return lua_gettop(L) - 1;
 }
 
-/* Stack: fn args... */
-static int bracket (lua_State *L, const char *fname,
-                    int (*begin)(lua_State *)) {
+/* Stack: fn args...  An event's and a nested loop's fn is the code of the
+** new iteration: its calls into the caller's own groups start them
+** (pm_hook_boundary), where a blocking call's runs on in its caller's. */
+static int bracket (lua_State *L, const char *fname, int (*begin)(lua_State *),
+                    int boundary) {
   if (lua_type(L, 1) != LUA_TFUNCTION) {
     if (luaL_getmetafield(L, 1, "__call") == LUA_TNIL)
       return luaL_error(L,
@@ -707,6 +738,8 @@ static int bracket (lua_State *L, const char *fname,
   /* a C function has LUA_MINSTACK free slots: room for the ender */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1); /* ender fn args... */
+  if (boundary) /* before the marker's restart (pm_hook_restart) */
+    pm_hook_boundary(L, pm_state_get(L));
   begin(L);
   lua_toclose(L, 1); /* nothing can fail between begin and here */
   lua_callk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, bracket_done);
@@ -714,15 +747,15 @@ static int bracket (lua_State *L, const char *fname,
 }
 
 static int l_event (lua_State *L) {
-  return bracket(L, "event", l_event_begin);
+  return bracket(L, "event", l_event_begin, 1);
 }
 
 static int l_nested_loop (lua_State *L) {
-  return bracket(L, "nested_loop", l_nested_enter);
+  return bracket(L, "nested_loop", l_nested_enter, 1);
 }
 
 static int l_blocking (lua_State *L) {
-  return bracket(L, "blocking", l_blocking_begin);
+  return bracket(L, "blocking", l_blocking_begin, 0);
 }
 
 /* Adds core[name], the bracket f whose end is the marker end. */

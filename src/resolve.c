@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "path.h"
 #include "proto.h"
 
 /* The chunk record of the Lua function f: by its prototype tree, made
@@ -77,6 +78,7 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
   const char *name;
   pm_Chunk *c;
   pm_Env *e = NULL;
+  pm_Path **paths = NULL;
   int i, is_main;
   int root, link, up; /* the load's root, and its upvalue that is _ENV */
   const void *first; /* the table in that upvalue */
@@ -116,7 +118,9 @@ static pm_Set *resolve_lua (pm_State *S, lua_State *L) {
       e = c->env;
     c->unresolved |= e == NULL;
   }
-  return pm_set_for(&S->e, e, c, d.source, d.short_src);
+  if (S->e.src.used && (paths = pm_path_of(S, c, d.source, d.srclen)) == NULL)
+    return NULL;
+  return pm_set_for(&S->e, e, c, paths, d.short_src);
 }
 
 /* Resolves and caches the function on the top of the stack. */

@@ -79,6 +79,12 @@ struct pm_State {
 
   /* wrapper.c: which plugins' functions wrap which libraries' */
   pm_WrapAnswer wrap[PM_WRAP_CACHE];
+
+  /* path.c: the deepest folder the last path normalised went down, which
+  ** then existed and held no symlink: a path that begins with it (a
+  ** plugin's next file, the next prefix of many) is walked from there */
+  size_t path_dirlen;
+  char path_dir[PM_KEY_MAX];
 };
 
 /* state.c */

@@ -19,6 +19,7 @@
 #include "fake_clock.h"
 #include "group.h"
 #include "mem.h"
+#include "source.h"
 #include "stopwatch.h"
 
 /*
@@ -1085,6 +1086,234 @@ static void test_map_filter_churn (void) {
 
 /* }====================================================== */
 
+/*
+** {======================================================
+** Source prefixes
+** =======================================================
+*/
+
+static pm_Path *chunk_path (const char *path) {
+  pm_Path *p = pm_path_intern(&E, path[0], path + 1, strlen(path + 1));
+  CHECK(p != NULL);
+  return p;
+}
+
+/* Attaches name (as written) and path (normalised: the adapter's) to g. */
+static void attach (const char *name, const char *path, pm_Group *g) {
+  size_t len = strlen(path);
+  CHECK(pm_source_attach(&E, name, strlen(name), &path, &len, 1, g));
+}
+
+static int detach (const char *name, pm_Group *g) {
+  return pm_source_detach(&E, name, strlen(name), g);
+}
+
+/* The groups of the prefixes of a chunk of one key, p, in the order
+** found. */
+static int groups_of (pm_Path *p, pm_Group **g) {
+  pm_Path *keys[PM_CHUNK_KEYS] = {p, NULL};
+  return pm_source_groups(&E, keys, g, PM_SET_MAX);
+}
+
+/* The set of a function of that chunk. */
+static pm_Set *set_for (pm_Path *p) {
+  pm_Path *keys[PM_CHUNK_KEYS] = {p, NULL};
+  return pm_set_for(&E, NULL, NULL, keys, "chunk");
+}
+
+typedef struct Unmatched {
+  int n;
+  const pm_Group *g[4];
+} Unmatched;
+
+static void note_unmatched (void *ud, const char *prefix, size_t len,
+                            const pm_Group *g) {
+  Unmatched *u = ud;
+  (void)prefix;
+  (void)len;
+  if (u->n < 4)
+    u->g[u->n] = g;
+  u->n++;
+}
+
+/* A prefix covers a chunk's key of its own kind from its first byte on,
+** as a plain string prefix; the longest prefixes' groups come first; a
+** chunk name is matched by the prefix as written, never its path.
+** Attaching twice is attaching once; detaching undoes it, once. */
+static void test_source_keys (void) {
+  pm_Group *a, *b, *g[PM_SET_MAX];
+  pm_Path *p, *q, *r;
+  Unmatched u;
+  monitor(JANK);
+  a = group("A"), b = group("B");
+  p = chunk_path("@/x/plugins/a/init.lua");
+  CHECK(chunk_path("@/x/plugins/a/init.lua") == p && p->refs == 2);
+  pm_path_release(&E, p);
+  q = chunk_path("=x/inline");
+  r = chunk_path("@/x/pluginsa.lua");
+  attach("x", "/x/plugins/", a);
+  attach("y", "/x/plugins/a/", b);
+  attach("y", "/x/plugins/a/", b);
+  CHECK(a->refs == 2 && b->refs == 2);
+  CHECK(groups_of(p, g) == 2 && g[0] == b && g[1] == a);
+  CHECK(groups_of(q, g) == 1 && g[0] == a); /* "x" as written */
+  CHECK(groups_of(r, g) == 0); /* "/x/plugins/" covers no "pluginsa" */
+  memset(&u, 0, sizeof(u));
+  pm_sources_unmatched(&E, note_unmatched, &u);
+  CHECK(u.n == 0);
+  attach("z", "/nowhere/", a);
+  pm_sources_unmatched(&E, note_unmatched, &u);
+  CHECK(u.n == 1 && u.g[0] == a);
+  CHECK(detach("z", a) && !detach("z", a));
+  CHECK(detach("y", b) && !detach("y", b) && b->refs == 1);
+  CHECK(groups_of(p, g) == 1 && g[0] == a);
+  CHECK(detach("x", a) && E.src.nkeys == 0 && E.src.maxlen == 0);
+  CHECK(groups_of(p, g) == 0);
+  pm_path_release(&E, p);
+  pm_path_release(&E, q);
+  pm_path_release(&E, r);
+  CHECK(E.src.npaths == 0);
+  unmonitor(JANK);
+}
+
+/* A symlinked file has two keys, its target's path and its own: a prefix
+** of either matches, the longest first over both; a prefix's two forms
+** (its target's, its own) each match. */
+static void test_source_two_forms (void) {
+  static const char *forms[] = {"/src/foo/", "/plugins/foo"};
+  static const size_t lens[] = {9, 12};
+  pm_Group *plugins, *src, *foo, *g[PM_SET_MAX];
+  pm_Path *keys[PM_CHUNK_KEYS], *direct;
+  Unmatched u;
+  monitor(JANK);
+  plugins = group("plugins"), src = group("src"), foo = group("foo");
+  keys[0] = chunk_path("@/src/foo/init.lua");
+  keys[1] = chunk_path("@/plugins/foo/init.lua");
+  direct = chunk_path("@/plugins/foo.lua");
+  attach("plugins/", "/plugins/", plugins);
+  attach("src/", "/src/", src);
+  CHECK(pm_source_attach(&E, "foo", 3, forms, lens, 2, foo));
+  CHECK(pm_source_groups(&E, keys, g, PM_SET_MAX) == 3);
+  /* "/plugins/foo" (12) and "/src/foo/" (9) are foo's, found first */
+  CHECK(g[0] == foo && g[1] == plugins && g[2] == src);
+  CHECK(groups_of(direct, g) == 2 && g[0] == foo && g[1] == plugins);
+  memset(&u, 0, sizeof(u));
+  pm_sources_unmatched(&E, note_unmatched, &u);
+  CHECK(u.n == 0);
+  CHECK(detach("foo", foo) && foo->refs == 1);
+  CHECK(pm_source_groups(&E, keys, g, PM_SET_MAX) == 2);
+  pm_path_release(&E, keys[0]);
+  pm_path_release(&E, keys[1]);
+  pm_path_release(&E, direct);
+  unmonitor(JANK);
+}
+
+/* More prefixes than a set holds: the 32 longest prefixes' groups. */
+static void test_source_most_specific (void) {
+  char name[64], prefix[64];
+  pm_Group *groups[40], *g[PM_SET_MAX];
+  pm_Path *p;
+  int k, n, ok = 1;
+  monitor(JANK);
+  memset(name, 'a', 40);
+  strcpy(name + 40, ".lua");
+  p = pm_path_intern(&E, '@', name, strlen(name));
+  for (k = 0; k < 40; k++) {
+    groups[k] = group("G");
+    memset(prefix, 'a', (size_t)k + 1);
+    prefix[k + 1] = '\0';
+    attach(prefix, prefix, groups[k]);
+  }
+  n = groups_of(p, g);
+  CHECK(n == PM_SET_MAX);
+  for (k = 0; k < n; k++)
+    ok &= g[k] == groups[39 - k];
+  CHECK(ok);
+  CHECK(set_for(p)->n == PM_SET_MAX);
+  pm_path_release(&E, p);
+  unmonitor(JANK);
+}
+
+/* Attaching or detaching a prefix forgets the cached resolutions of the
+** sets its chunks were resolved to, and no others; a prefix that covers
+** no chunk forgets nothing.  Out of memory, attaching leaves nothing. */
+static void test_source_forgets (void) {
+  static char f1, f2, f3; /* functions' addresses */
+  static const char *paths[] = {"/new/", "/named/"};
+  static const size_t lens[] = {5, 7};
+  pm_Group *a = NULL, *b;
+  pm_Path *p, *q;
+  pm_Set *sp, *sq;
+  int k;
+  monitor(JANK);
+  a = group("A"), b = group("B");
+  p = chunk_path("@/x/a.lua");
+  q = chunk_path("@/y/b.lua");
+  attach("x", "/x/", a);
+  attach("y", "/y/", b);
+  sp = set_for(p);
+  sq = set_for(q);
+  CHECK(sp->n == 1 && sp->g[0] == a && sq->n == 1 && sq->g[0] == b);
+  CHECK(pm_map_put(&E.fns, &f1, (uintptr_t)sp | PM_FN_LUA, E.falloc, E.fud));
+  CHECK(pm_map_put(&E.fns, &f2, (uintptr_t)sq | PM_FN_LUA, E.falloc, E.fud));
+  CHECK(pm_map_put(&E.fns, &f3, PM_FN_C, E.falloc, E.fud));
+  attach("elsewhere", "/z/", b); /* covers no chunk */
+  CHECK(E.fns.count == 3);
+  attach("x2", "/x/a", b); /* covers p */
+  CHECK(E.fns.count == 2 && pm_map_get(&E.fns, &f1) == 0);
+  CHECK(pm_map_get(&E.fns, &f2) != 0 && pm_map_get(&E.fns, &f3) != 0);
+  sp = set_for(p);
+  CHECK(sp->n == 2);
+  CHECK(pm_map_put(&E.fns, &f1, (uintptr_t)sp | PM_FN_LUA, E.falloc, E.fud));
+  CHECK(detach("y", b) && E.fns.count == 2 && pm_map_get(&E.fns, &f2) == 0);
+  /* q's functions resolve to no group now: cached as their caller's, as
+     C functions are, and forgotten with them when a prefix covers q */
+  CHECK(set_for(q)->n == 0);
+  CHECK(pm_map_put(&E.fns, &f2, PM_FN_C, E.falloc, E.fud));
+  attach("y2", "/y/", b);
+  CHECK(pm_map_get(&E.fns, &f2) == 0 && pm_map_get(&E.fns, &f3) == 0);
+  CHECK(pm_map_get(&E.fns, &f1) != 0);
+  for (k = 1; k <= 3; k++) {
+    fail_next = k;
+    CHECK(!pm_source_attach(&E, "new", 3, paths, lens, 2, a));
+    CHECK(fail_next == 0 && a->refs == 2);
+  }
+  pm_path_release(&E, p);
+  pm_path_release(&E, q);
+  unmonitor(JANK); /* nothing counted is lost */
+}
+
+/* 20,000 prefixes, each its group's: each chunk finds its own alone, and
+** detaching them all leaves no key. */
+static void test_source_many (void) {
+  static pm_Group *groups[20000];
+  char key[64];
+  pm_Group *g[PM_SET_MAX];
+  int i, ok = 1;
+  monitor(JANK);
+  for (i = 0; i < 20000; i++) {
+    snprintf(key, sizeof(key), "/many/p%d/", i);
+    groups[i] = group("P");
+    attach(key, key, groups[i]);
+  }
+  for (i = 0; i < 20000; i += 7) {
+    pm_Path *p;
+    snprintf(key, sizeof(key), "@/many/p%d/init.lua", i);
+    p = chunk_path(key);
+    ok &= groups_of(p, g) == 1 && g[0] == groups[i];
+    pm_path_release(&E, p);
+  }
+  CHECK(ok);
+  for (i = 0; i < 20000; i++) {
+    snprintf(key, sizeof(key), "/many/p%d/", i);
+    ok &= detach(key, groups[i]);
+  }
+  CHECK(ok && E.src.nkeys == 0 && E.src.first == NULL);
+  unmonitor(JANK);
+}
+
+/* }====================================================== */
+
 int main (void) {
   static const Test tests[] = {
       {"inclusive_and_self", test_inclusive_and_self},
@@ -1105,6 +1334,11 @@ int main (void) {
       {"upvalue_links", test_upvalue_links},
       {"chunk_trees", test_chunk_trees},
       {"sets_out_of_memory", test_sets_out_of_memory},
+      {"source_keys", test_source_keys},
+      {"source_two_forms", test_source_two_forms},
+      {"source_most_specific", test_source_most_specific},
+      {"source_forgets", test_source_forgets},
+      {"source_many", test_source_many},
       {"samples", test_samples},
       {"held_back_sample", test_held_back_sample},
       {"sample_spans_restart", test_sample_spans_restart},

@@ -1,15 +1,16 @@
 -- mod-version:3
 -- The check's scripted session: opens PERFMON_CHECK_DOC, types a text into
 -- it one character per pass of the threads, opens about:performance and
--- saves a profile (when perfmon is loaded), waits for the janky plugin's
--- bursts and the warnings they raise, writes what it saw to
--- PERFMON_CHECK_OUT and quits.  Every wait is bounded in passes.
+-- saves a profile (when perfmon is loaded), waits for the bursts of the
+-- janky plugins (janky, apijanky) and the warnings they raise, writes what
+-- it saw to PERFMON_CHECK_OUT and quits.  Every wait is bounded in passes.
 local core = require "core"
 local command = require "core.command"
 
 local OUT, DOC = os.getenv("PERFMON_CHECK_OUT"), os.getenv("PERFMON_CHECK_DOC")
 local TEXT = ("local function f(x)\n  return x * 2 -- typed by the check\nend\n"):rep(8)
 local MAX_WAIT_PASSES = 1000
+local JANKY = { "janky", "apijanky" } -- plugins that count their bursts
 
 local function wait(passes, s, until_fn)
   for _ = 1, passes do
@@ -32,9 +33,11 @@ core.add_thread(function()
   -- and without: check's cost
   out:write(("typed %d %d %.6f\n"):format(#TEXT, #doc.lines, os.clock()))
 
-  local janky = package.loaded["plugins.janky"]
-  if janky then
-    out:write(("janky_done %s\n"):format(wait(MAX_WAIT_PASSES, 0.02, function() return janky.done end)))
+  for _, name in ipairs(JANKY) do
+    local janky = package.loaded["plugins." .. name]
+    if janky then
+      out:write(("%s_done %s\n"):format(name, wait(MAX_WAIT_PASSES, 0.02, function() return janky.done end)))
+    end
   end
   local pm = package.loaded["plugins.perfmon"]
   if pm then
@@ -58,8 +61,11 @@ core.add_thread(function()
     end
     io.write(pm.text())
   end
-  if janky then
-    out:write(("clock janky %d %d\n"):format(math.floor(janky.burned_s * 1e6 + 0.5), janky.bursts))
+  for _, name in ipairs(JANKY) do
+    local janky = package.loaded["plugins." .. name]
+    if janky then
+      out:write(("clock %s %d %d\n"):format(name, math.floor(janky.burned_s * 1e6 + 0.5), janky.bursts))
+    end
   end
   for _, item in ipairs(core.log_items) do
     if item.level ~= "INFO" or item.text:match("^perfmon") then
