@@ -278,7 +278,7 @@ function where.brief(found)
   end
   local name = f.what == "C" and "C function " .. (f.name or "?")
     or (h.library and (h.library .. "'s ") or "host function ")
-      .. (f.name or ("%s:%d"):format(f.file, f.line))
+      .. (f.name or ("function at %s:%d"):format(f.file, f.line))
   return ("%s, from %s:%d"):format(name, h.site.file, h.site.line) .. share
 end
 
