@@ -80,5 +80,6 @@ build = {
     ["perfmon.profiler"] = "lua/perfmon/profiler.lua",
     ["perfmon.text"] = "lua/perfmon/text.lua",
     ["perfmon.watcher"] = "lua/perfmon/watcher.lua",
+    ["perfmon.where"] = "lua/perfmon/where.lua",
   },
 }

@@ -180,23 +180,68 @@ describe("the watcher on self time", function()
       buffering_delay_ms = DEFAULTS.buffering_delay_ms }
   end)
 
-  it("says in an alert how much of the jank was the group's own", function()
-    local gs, slow, gd, dispatch = pair()
+  -- Three events of a dispatcher that runs 1 ms itself and calls the slow
+  -- plugin for 40 ms: the alerts of every group, by id.
+  local function alerts_of(dispatch)
     local got = {}
     local function listener(batch)
       for _, a in ipairs(batch) do got[a.source.id] = a.details end
     end
-    watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0 }
     watcher.add_listener("*", listener)
     for _ = 1, 3 do perfmon.event(function() dispatch.run(1, 40) end) end
     watcher.flush()
     watcher.remove_listener("*", listener)
+    return got
+  end
+
+  it("alerts the plugin whose own code janked, not the dispatcher that called it", function()
+    local gs, slow, gd, dispatch = pair()
+    watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0 }
+    local got = alerts_of(dispatch)
+    -- ground truth: the dispatcher's own time stayed far below the threshold
+    assert.is_true(dispatch.spent < 3 * 5 * MS, "dispatch ran " .. dispatch.spent .. " µs")
+    assert.is_true(slow.spent >= 3 * 30 * MS, "slow ran " .. slow.spent .. " µs")
+    assert.is_nil(got[gd.id], "an alert for the dispatcher")
+    local ds = assert(got[gs.id], "no alert for slow")
+    assert.are.equal("jank", ds.reason)
+    assert.is_true(ds.highest_self_us >= 30000)
+    assert.are.equal(ds.count, ds.self_count)
+    assert.is_true(ds.count >= 1)
+  end)
+
+  it("alerts on inclusive time when asked, saying how much of it was the group's own", function()
+    local gs, slow, gd, dispatch = pair()
+    watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0, time = "inclusive" }
+    local got = alerts_of(dispatch)
+    watcher.configure{ time = "self" }
     local dd, ds = assert(got[gd.id], "no alert for dispatch"), assert(got[gs.id], "no alert for slow")
     assert.is_true(dd.highest_jank_us >= 30000)
     assert.is_true(dd.highest_self_us < 20000, "dispatch's self: " .. dd.highest_self_us)
     assert.are.equal(0, dd.self_count)
+    assert.is_true(dd.count >= 1)
     assert.is_true(ds.highest_self_us >= 30000)
     assert.is_true(ds.self_count >= 1)
+  end)
+
+  it("puts a profiler's jank marker on the plugin, not on the dispatcher", function()
+    local Profiler = require("perfmon.profiler")
+    local _, slow, _, dispatch = pair()
+    watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0 }
+    local mon <close> = perfmon.monitor{ "jank" }
+    local p = Profiler.new()
+    p:start(1000, nil, { timer = "tick" })
+    for _ = 1, 3 do perfmon.event(function() dispatch.run(1, 40) end) end
+    watcher.flush()
+    p:stop()
+    assert.is_true(slow.spent >= 3 * 30 * MS and dispatch.spent < 3 * 5 * MS)
+    local named = {}
+    for _, m in ipairs(p.markers) do named[m.group] = (named[m.group] or 0) + 1 end
+    assert.is_nil(named.dispatch, "a jank marker on the dispatcher")
+    assert.is_true((named.slow or 0) >= 1, "no jank marker on the slow plugin")
+    local gecko = require("cjson").decode(p:to_gecko())
+    local data = gecko.threads[1].markers.data[1][6]
+    assert.are.equal("slow", data.group)
+    assert.is_true(data.highest_self >= 20, "highest_self " .. tostring(data.highest_self))
   end)
 
   it("makes plugin_watcher warn about the slow plugin, not the dispatcher that calls it", function()

@@ -281,7 +281,10 @@ describe("watcher alerts", function()
       "bad argument #1 to 'configure' (table expected, got number)")
     assert.has_error(function() watcher.configure { jank_treshold_us = 1 } end,
       "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\" (settings: "
-      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, mode, on_error))")
+      .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, mode, on_error, "
+      .. "time))")
+    assert.has_error(function() watcher.configure { time = "both" } end,
+      "bad argument #1 to 'configure' ('time' must be \"self\" or \"inclusive\", got \"both\")")
     assert.has_error(function() watcher.configure { jank_threshold_us = -1 } end,
       "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got -1)")
     assert.has_error(function() watcher.configure { buffering_delay_ms = 0 / 0 } end)
@@ -578,7 +581,8 @@ describe("plugin watcher", function()
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
     assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
-      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, escalate_ms, ignore, kind, mode, on_diagnosis, on_warning, rate_us, time))")
+      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, escalate_ms, ignore, kind, mode, on_diagnosis, on_warning, "
+      .. "profile_rate_us, profiler, rate_us, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
       "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")
@@ -589,6 +593,13 @@ describe("plugin watcher", function()
       "bad argument #1 to 'new' ('cpu_window_ms' must be a positive number of ms below 1e+12, got 1e+300)")
     assert.has_error(function() new { on_warning = print, kind = 3 } end,
       "bad argument #1 to 'new' ('kind' must be a group kind or \"*\", got number)")
+    assert.has_error(function() new { on_warning = print, profiler = true } end,
+      "bad argument #1 to 'new' ('profiler' must be a perfmon.profiler or false, got boolean)")
+    assert.has_error(function() new { on_warning = print, profile_rate_us = 5 } end,
+      "bad argument #1 to 'new' ('profile_rate_us' must be a whole number in [10, 60000000], got 5)")
+    assert.has_error(function() new { on_warning = print, profiler = false, profile_rate_us = 1000 } end,
+      "bad argument #1 to 'new' ('profile_rate_us' is the rate of the plugin watcher's own "
+      .. "profiler, which it does not run with 'profiler' given)")
     assert.equal(0, core.info().monitors) -- none of them started
     local pw = new { on_warning = print, alerts = 2.0, cpu_percent = 100, kind = "*" }
     assert.equal(2, pw.alerts)

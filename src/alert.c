@@ -28,7 +28,10 @@ void pm_alert_check (pm_Engine *E, pm_Group *g, double jank_us, double self_us,
     g->alert_self = self_us;
   if (blocking_us > g->alert_blocking)
     g->alert_blocking = blocking_us;
-  if (E->jank_threshold > 0 && jank_us >= E->jank_threshold)
+  /* a dispatcher's inclusive time holds the plugin's it calls: only its
+  ** own time says it janked, unless the watcher was asked otherwise */
+  if (E->jank_threshold > 0 &&
+      (E->alert_inclusive ? jank_us : self_us) >= E->jank_threshold)
     reason = PM_ALERT_JANK;
   else if (E->blocking_threshold > 0 && blocking_us >= E->blocking_threshold)
     reason = PM_ALERT_BLOCKING;
@@ -74,8 +77,10 @@ void pm_alert_clear (pm_Engine *E) {
 }
 
 void pm_alert_thresholds (pm_Engine *E, int watching, double jank_us,
-                          double blocking_us, double input_window_us) {
+                          double blocking_us, double input_window_us,
+                          int inclusive) {
   E->watching = watching;
+  E->alert_inclusive = inclusive;
   E->jank_threshold = jank_us;
   E->blocking_threshold = blocking_us;
   E->input_window = input_window_us;

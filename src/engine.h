@@ -151,6 +151,7 @@ struct pm_Engine {
   int watching; /* a dispatcher is set: alerts are detected */
   int quiet; /* listeners run: nothing is charged to groups */
   double jank_threshold, blocking_threshold, input_window;
+  int alert_inclusive; /* jank decided on inclusive time, not self time */
   int alerts_pending; /* groups with an alert not yet taken */
   double alert_due; /* wall µs: when the dispatcher wants its next call */
   int animating; /* the host says an animation runs */

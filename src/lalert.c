@@ -13,11 +13,12 @@
 static const char dispatcher_key = 'd'; /* registry[&key]: the dispatcher */
 
 void pm_alert_watch (lua_State *L, pm_State *S, int idx, double jank_us,
-                     double blocking_us, double input_window_us) {
+                     double blocking_us, double input_window_us,
+                     int inclusive) {
   lua_pushvalue(L, idx);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &dispatcher_key);
   pm_alert_thresholds(&S->e, !lua_isnil(L, idx), jank_us, blocking_us,
-                      input_window_us);
+                      input_window_us, inclusive);
 }
 
 /* ... list -> ... list; appends {source = {...}, details = {...}} */

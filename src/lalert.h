@@ -10,10 +10,10 @@
 
 #include "state.h"
 
-/* Sets the dispatcher (the function at idx, or none when it is nil) and the
-** thresholds in µs. */
+/* Sets the dispatcher (the function at idx, or none when it is nil), the
+** thresholds in µs, and whether jank is decided on inclusive time. */
 void pm_alert_watch (lua_State *L, pm_State *S, int idx, double jank_us,
-                     double blocking_us, double input_window_us);
+                     double blocking_us, double input_window_us, int inclusive);
 /* Pushes the alerts waiting, { {source = ..., details = ...}, ... }, and
 ** forgets them. */
 void pm_alert_take (lua_State *L, pm_State *S);

@@ -791,16 +791,18 @@ static double check_us (lua_State *L, int arg) {
   return (double)v;
 }
 
-/* core.watch(dispatcher, jank_us, blocking_us, input_window_us);
-** core.watch(nil) stops detecting alerts. */
+/* core.watch(dispatcher, jank_us, blocking_us, input_window_us
+** [, inclusive]): jank on self time, or on inclusive time when inclusive
+** is true; core.watch(nil) stops detecting alerts. */
 static int l_watch (lua_State *L) {
   pm_State *S = state(L);
   if (lua_isnil(L, 1)) {
-    pm_alert_watch(L, S, 1, 0, 0, 0);
+    pm_alert_watch(L, S, 1, 0, 0, 0, 0);
     return 0;
   }
   luaL_checktype(L, 1, LUA_TFUNCTION);
-  pm_alert_watch(L, S, 1, check_us(L, 2), check_us(L, 3), check_us(L, 4));
+  pm_alert_watch(L, S, 1, check_us(L, 2), check_us(L, 3), check_us(L, 4),
+                 lua_toboolean(L, 5));
   return 0;
 }
 

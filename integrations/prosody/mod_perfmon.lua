@@ -16,6 +16,8 @@ local perfmon = require "perfmon";
 local watcher = require "perfmon.watcher";
 local plugin_watcher = require "perfmon.plugin_watcher";
 local buckets = require "perfmon.buckets";
+local Profiler = require "perfmon.profiler";
+local where = require "perfmon.where";
 local modulemanager = require "core.modulemanager";
 local server = require "net.server";
 
@@ -242,6 +244,9 @@ local pw = plugin_watcher.new {
 	cpu_percent = module:get_option_number("perfmon_cpu_percent", 25),
 	cpu_window_ms = module:get_option_number("perfmon_cpu_window", 60) * 1000,
 	ignore = module:get_option_array("perfmon_ignore", {}),
+	-- the message says where the module's time went, from the samples of
+	-- the plugin watcher's own profiler (a sample every 10 ms of CPU):
+	-- "...; 1.2 s in its own burn at mod_x.lua:28 (96% of 118 samples)"
 	on_warning = function(w) module:log("warn", "%s", w.message); end,
 	-- sampled: the watcher too; a warning then measures exactly for a while
 	mode = mode,
@@ -263,18 +268,20 @@ local function longest(durations)
 	return buckets.name(buckets.longest(durations));
 end
 
-local ROW = "%-28s %9.1f %9.1f %6.1f%% %8d  %-10s %s";
-local HEAD = "%-28s %9s %9s %7s %8s  %-10s %s";
+local ROW = "%-28s %9.1f %9.1f %6.1f%% %8d  %-10s %-32s  %s";
+local HEAD = "%-28s %9s %9s %7s %8s  %-10s %-32s  %s";
 -- The column of counts: the times a module's code was entered, which a
 -- sampled monitor does not count; there, the samples its self time is
 -- made of.
 local COUNT = mode == "sampled" and "samples" or "ticks";
 local COUNT_FIELD = mode == "sampled" and "self_samples" or "ticks";
 
-local function row(label, st, process)
-	return ROW:format(label, st.self_us / 1000, st.cpu_us / 1000,
+-- hottest: where its self time went in the profiler's samples
+-- (where.brief), or none.
+local function row(label, st, process, hottest)
+	return (ROW:format(label, st.self_us / 1000, st.cpu_us / 1000,
 		100 * st.self_us / math.max(process.cpu_us, 1), st[COUNT_FIELD],
-		longest(st.self_durations), buckets.histogram(st.self_durations));
+		longest(st.self_durations), buckets.histogram(st.self_durations), hottest or ""):gsub("%s+$", ""));
 end
 
 -- The VirtualHost instances of a module loaded on several.
@@ -287,8 +294,15 @@ local function live_instances(entry)
 	return #live > 1 and live or {};
 end
 
--- Modules by self time, busiest first, each VirtualHost's instance below.
+-- Modules by self time, busiest first, each VirtualHost's instance below;
+-- and where each one's time went in the samples of the profiler running
+-- (the plugin watcher's own, or another's).
 local function performance_table(snap)
+	local profiler = Profiler.running();
+	local places = profiler and where.find_all(profiler, 0, nil, where.libraries(snap)) or {};
+	local function hottest(group)
+		return profiler and (places[group.id] and where.brief(places[group.id]) or "-") or "";
+	end
 	local entries = {};
 	for _, entry in pairs(registry) do
 		if entry.prefix then entries[#entries + 1] = entry; end
@@ -298,19 +312,22 @@ local function performance_table(snap)
 		if self_us(a) ~= self_us(b) then return self_us(a) > self_us(b); end
 		return a.group.name < b.group.name;
 	end);
-	local lines = { HEAD:format("module", "self ms", "cpu ms", "share", COUNT, "longest", "self jank histogram (ms:events)") };
+	local lines = { (HEAD:format("module", "self ms", "cpu ms", "share", COUNT, "longest",
+		"self jank histogram (ms:events)", profiler and "hottest (the profiler's samples)" or ""):gsub("%s+$", "")) };
 	for _, entry in ipairs(entries) do
-		lines[#lines + 1] = row(entry.group.name, snap.groups[entry.group.id], snap.process);
+		lines[#lines + 1] = row(entry.group.name, snap.groups[entry.group.id], snap.process, hottest(entry.group));
 		for _, inst in ipairs(live_instances(entry)) do
-			lines[#lines + 1] = row("  @" .. inst.host, snap.groups[inst.group.id], snap.process);
+			-- the profiler names a function's module, not its instance
+			lines[#lines + 1] = row("  @" .. inst.host, snap.groups[inst.group.id], snap.process, "");
 		end
 	end
 	-- Prosody's own code: what it did on its own (self) and for the
 	-- modules (cpu)
 	for _, lib in ipairs(libraries) do
-		lines[#lines + 1] = row(("(%s: library)"):format(lib.group.name), snap.groups[lib.group.id], snap.process);
+		lines[#lines + 1] = row(("(%s: library)"):format(lib.group.name), snap.groups[lib.group.id], snap.process,
+			hottest(lib.group));
 	end
-	lines[#lines + 1] = row("(whole server)", snap.process, snap.process);
+	lines[#lines + 1] = row("(whole server)", snap.process, snap.process, "");
 	return lines;
 end
 

@@ -70,7 +70,8 @@ local MARKER_SCHEMA = array{
     data = array{
       { key = "group", label = "Group", format = "string", searchable = true },
       { key = "reason", label = "Reason", format = "string" },
-      { key = "highest_jank", label = "Highest jank", format = "milliseconds" },
+      { key = "highest_self", label = "Highest self time", format = "milliseconds" },
+      { key = "highest_jank", label = "Highest jank (inclusive)", format = "milliseconds" },
       { key = "highest_blocking", label = "Highest blocking", format = "milliseconds" },
       { key = "visible", label = "Visible", format = "string" },
     },
@@ -188,6 +189,7 @@ function gecko.profile(d)
       string_of(main, m.name), m.start_us / 1000 - start_ms, m.end_us / 1000 - start_ms,
       1, category_of(m.group_id, m.group),
       { type = "PerfmonAlert", group = m.group, reason = m.reason,
+        highest_self = (m.highest_self_us or 0) / 1000,
         highest_jank = (m.highest_jank_us or 0) / 1000,
         highest_blocking = (m.highest_blocking_us or 0) / 1000,
         visible = tostring(m.visible) },

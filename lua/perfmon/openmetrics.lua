@@ -191,7 +191,7 @@ end
 -- samples of one series.
 local FAMILIES = {
   { "cpu_seconds", "counter", "seconds",
-    "CPU time charged, by mode (user, system): their sum is the CPU time",
+    "CPU time with the group on the stack (inclusive), by mode (user, system); rank by self_cpu_seconds",
     by_mode("") },
   { "self_cpu_seconds", "counter", "seconds",
     "CPU time in the innermost frame (self time), by mode (user, system)",

@@ -6,8 +6,14 @@
 -- without ever janking (cpu_percent of the wall time over cpu_window_ms,
 -- in many short events).  A plugin is warned about at most once per
 -- window, and never when its name is on the ignore list.  Both are judged
--- on self time by default: a dispatcher that calls a slow plugin spends
--- the plugin's time inclusive of its own, but it is the plugin that is slow.
+-- on self time, as the watcher's alerts are: a dispatcher that calls a
+-- slow plugin spends the plugin's time inclusive of its own, but it is the
+-- plugin that is slow.  time = "inclusive" judges on inclusive time, and
+-- makes the watcher decide its alerts on it while this one runs.
+--
+-- A warning says where the plugin's time went (perfmon.where): from the
+-- samples of the profiler given, else of the one running, else of one it
+-- keeps running itself at a low rate on the cheap "tick" timer.
 --
 -- mode = "sampled" watches with sampled monitors (no call/return hook, the
 -- watcher's too), cheap enough to leave on; with escalate_ms, a warning
@@ -16,6 +22,8 @@
 
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
+local Profiler = require("perfmon.profiler")
+local where = require("perfmon.where")
 local core = require("perfmon.loader")
 
 local PluginWatcher = {}
@@ -31,6 +39,10 @@ local DEFAULTS = {
   mode = "exact", -- or "sampled": the monitors' (perfmon.monitor)
 }
 local SAMPLES_PER_WINDOW = 10 -- CPU samples taken per cpu_window_ms
+-- Its own profiler's period: at most 100 samples a second of CPU, some
+-- 0.1% of it (docs/performance.md), and 20 samples of a plugin that janked
+-- three times 64 ms, enough to say where.
+local PROFILE_RATE_US = 10000
 
 local args = require("perfmon.args")
 
@@ -57,10 +69,13 @@ local NUMBERS = {
     function(v)
       return v >= core.rate_min_us and v <= core.rate_max_us and v == math.floor(v)
     end },
+  -- the profiler's own bounds (docs/profiler.md)
+  profile_rate_us = { "a whole number in [10, 60000000]", function(v)
+    return v >= 10 and v <= 60000000 and v == math.floor(v) end },
 }
 
 local OPTION_NAMES = { on_warning = true, ignore = true, escalate_ms = true,
-  on_diagnosis = true, rate_us = true }
+  on_diagnosis = true, rate_us = true, profiler = true, profile_rate_us = true }
 for k in pairs(DEFAULTS) do OPTION_NAMES[k] = true end
 local VALID = {}
 for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
@@ -109,6 +124,14 @@ local function check_options(opts)
     arg_error("'on_diagnosis' must be a function, got " .. type(opts.on_diagnosis))
   end
   check_choice(opts, "time", "self", "inclusive")
+  if opts.profiler ~= nil and opts.profiler ~= false
+    and getmetatable(opts.profiler) ~= Profiler then
+    arg_error("'profiler' must be a perfmon.profiler or false, got " .. type(opts.profiler))
+  end
+  if opts.profile_rate_us ~= nil and opts.profiler ~= nil then
+    arg_error("'profile_rate_us' is the rate of the plugin watcher's own profiler, "
+      .. "which it does not run with 'profiler' given")
+  end
   if opts.kind ~= nil and (type(opts.kind) ~= "string" or opts.kind == "") then
     arg_error("'kind' must be a group kind or \"*\", got "
       .. (opts.kind == "" and "an empty string" or type(opts.kind)))
@@ -133,12 +156,19 @@ local function check_self(self, fname)
 end
 
 -- The plugin watchers running, oldest first: the watcher's mode is the
--- newest one's, and the mode it had before the first (base_mode) once
--- they are all closed, whatever order they close in.
-local running, base_mode = {}, nil
-local function set_mode()
-  local last = running[#running]
-  watcher.configure { mode = last and last.mode or base_mode }
+-- newest one's, its time "inclusive" while any of them judges on it (one
+-- on self time counts the alerts' self_count then), and both what they
+-- were before the first (before) once they are all closed, whatever order
+-- they close in.  opening: a plugin watcher not yet running.
+local running, before = {}, nil
+local function set_mode(opening)
+  local last = opening or running[#running]
+  local time = before.time
+  for _, pw in ipairs(running) do
+    if pw.time == "inclusive" then time = "inclusive" end
+  end
+  if opening and opening.time == "inclusive" then time = "inclusive" end
+  watcher.configure { mode = last and last.mode or before.mode, time = time }
 end
 
 --- Starts watching.  opts: on_warning (required: called with each
@@ -146,16 +176,20 @@ end
 -- time, ignore (a list of group names), mode ("exact" or "sampled"; the
 -- watcher's mode is set to it while this plugin watcher runs), rate_us
 -- (sampled mode: its monitor's, perfmon.monitor's), escalate_ms and
--- on_diagnosis (sampled mode: see _diagnose).
+-- on_diagnosis (sampled mode: see _diagnose), profiler (the samples
+-- warnings say where from, or false for none) and profile_rate_us (its
+-- own profiler's period, when profiler is not given).
 function PluginWatcher.new(opts)
   check_options(opts)
   local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
     alert_times = {}, warned = {}, samples = {}, closed = false,
-    escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis }, PluginWatcher)
+    escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis,
+    profiler = opts.profiler, profile_rate_us = opts.profile_rate_us or PROFILE_RATE_US,
+    own_profiler = false, profiler_error = false }, PluginWatcher)
   for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
   for _, name in ipairs(opts.ignore or {}) do self.ignored[name] = true end
-  if #running == 0 then base_mode = watcher.configure().mode end
-  watcher.configure { mode = self.mode }
+  if #running == 0 then before = watcher.configure() end
+  set_mode(self)
   local ok, mon = pcall(perfmon.monitor, { "jank", mode = self.mode, rate_us = opts.rate_us })
   if not ok then
     set_mode()
@@ -171,16 +205,57 @@ function PluginWatcher.new(opts)
   return self
 end
 
+-- The profiler whose samples say where, started if need be: the one given,
+-- else the one running on this lua_State (a host's: starting another would
+-- stop it), else this plugin watcher's own, started again when another's
+-- start stopped it and that one stopped too.  Its ring holds the longer
+-- window's samples (a period of CPU time each, so at most one a period of
+-- wall time).  nil when there is none (profiler = false, or the start
+-- failed: profiler_error says why).
+function PluginWatcher:_profiler()
+  if self.profiler ~= nil then return self.profiler or nil end
+  local p = Profiler.running()
+  if p then return p end
+  local own = self.own_profiler or Profiler.new()
+  local window_us = math.max(self.alerts_window_ms, self.cpu_window_ms) * 1000
+  local ok, err = pcall(own.start, own, self.profile_rate_us,
+    math.ceil(window_us / self.profile_rate_us) + 1, { timer = "tick" })
+  if not ok then
+    self.profiler_error = err
+    return nil
+  end
+  self.own_profiler, self.profiler_error = own, false
+  return own
+end
+
+-- Where the warned group's self time went in the warning's window (since_us
+-- to until_us, µs since the epoch), and the words for the message.  snap:
+-- a snapshot of now, for the groups marked as libraries (nil: one is taken).
+function PluginWatcher:_where(source, snap, since_us, until_us)
+  if self.profiler == false then return nil, nil end
+  local p = self:_profiler()
+  if not p then
+    return nil, "no profiler ran to say where (" .. tostring(self.profiler_error) .. ")"
+  end
+  snap = snap or self.monitor:snapshot()
+  local found = where.find(p, source.id, since_us, until_us, where.libraries(snap))
+  return found, where.text(found)
+end
+
 function PluginWatcher:_watched(source)
   return (self.kind == "*" or source.kind == self.kind) and not self.ignored[source.name]
 end
 
 -- At most one warning per plugin per window: the first one says it all.
-function PluginWatcher:_warn(source, now, window_ms, w)
+-- since_us, until_us: its window, µs since the epoch (until_us nil: now).
+function PluginWatcher:_warn(source, now, window_ms, w, snap, since_us, until_us)
   local last = self.warned[source.id]
   if last and now - last < window_ms * 1000 then return end
   self.warned[source.id] = now
   w.group, w.window_ms = source, window_ms
+  local found, text = self:_where(source, snap, since_us, until_us)
+  w.where = found
+  if text then w.message = w.message .. "; " .. text end
   if self.escalate_ms and not self.diagnosis then
     -- exact figures for escalate_ms: the next poll after it ends them
     local m = perfmon.monitor { "jank" }
@@ -234,7 +309,7 @@ function PluginWatcher:_alerts(batch)
           reason = "alerts", alerts = n, details = d,
           message = ("plugin '%s' is slowing things down: it %s in %g s")
             :format(src.name, what, self.alerts_window_ms / 1000),
-        })
+        }, nil, d.time_us - self.alerts_window_ms * 1000)
       end
     end
   end
@@ -248,6 +323,13 @@ function PluginWatcher:poll()
   if self.closed then error("poll: the plugin watcher is closed", 2) end
   local now = core.wall_us()
   self:_diagnose(now)
+  self:_profiler() -- kept running
+  if self.own_profiler then
+    -- its jank markers (docs/profiler.md) are of no use here, and would
+    -- grow for as long as it runs
+    local markers = self.own_profiler.markers
+    for i = #markers, 1, -1 do markers[i] = nil end
+  end
   local snap = self.monitor:snapshot()
   local samples = self.samples
   samples[#samples + 1] = { time = now, snap = snap }
@@ -268,7 +350,7 @@ function PluginWatcher:poll()
         reason = "cpu", cpu_percent = percent,
         message = ("plugin '%s' is slowing things down: it used %.0f%% of the CPU over the last %g s")
           :format(st.name, percent, wall / 1e6),
-      })
+      }, snap, snap.time - wall, snap.time)
     end
   end
 end
@@ -291,6 +373,7 @@ function PluginWatcher:close()
   watcher.remove_ticker(self.on_tick)
   if self.diagnosis then self.diagnosis.monitor:close() end
   self.diagnosis = nil
+  if self.own_profiler and self.own_profiler:is_profiling() then self.own_profiler:stop() end
   for i = #running, 1, -1 do
     if running[i] == self then table.remove(running, i) end
   end

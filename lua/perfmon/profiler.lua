@@ -20,6 +20,12 @@ local arg_error = args.error
 local Profiler = {}
 Profiler.__index = Profiler
 
+-- The profiler started last on this lua_State (weak: it may be dropped);
+-- it runs until stopped, or forcibly stopped by the next one to start.
+-- Its slot is made here, so that a start that succeeded cannot fail on
+-- the memory to note it.
+local last_started = setmetatable({ false }, { __mode = "v" })
+
 local function check_running(self, fname)
   local state = core.profiler_state(self.core)
   if state ~= "running" then
@@ -41,6 +47,11 @@ end
 -- Markers: jank alerts, when a monitor is open
 ----------------------------------------------------------------------------
 
+-- The watcher's alerts are decided on self time (watcher.configure's
+-- "time"), so a jank marker names the group whose own code janked, not
+-- every group that was on the stack meanwhile.  A marker spans the event,
+-- as far as the alert knows it: its inclusive time, up to its end.
+
 local has_watcher, watcher = pcall(require, "perfmon.watcher")
 if not has_watcher then watcher = nil end
 
@@ -59,7 +70,8 @@ local function listen(self)
         name = d.reason == "blocking" and "Blocking" or "Jank",
         start_us = d.time_us - (length or 0), end_us = d.time_us,
         group = s.name, group_id = s.id, kind = s.kind, reason = d.reason,
-        highest_jank_us = d.highest_jank_us, highest_blocking_us = d.highest_blocking_us,
+        highest_self_us = d.highest_self_us, highest_jank_us = d.highest_jank_us,
+        highest_blocking_us = d.highest_blocking_us,
         visible = d.visible,
       }
     end
@@ -104,9 +116,23 @@ function Profiler:start(sample_rate_us, max_samples, options)
   -- The core checks the arguments (naming start, as this caller counts
   -- them) and leaves nothing behind when a start fails (memory, the
   -- timer); its error is raised again at the caller's line.
+  local before = Profiler.running()
   local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, options,
                         listen, self)
   if not ok then error(err, 2) end
+  last_started[1] = self
+  -- the one it forcibly stopped hears no more alerts (its stop would
+  -- raise); p runs now, whatever this meets (memory, for one)
+  if before and before ~= self then pcall(unlisten, before) end
+end
+
+--- The profiler running on this lua_State, or nil: one runs at a time, so
+-- a module that wants samples reads this one's rather than start its own
+-- (which would stop it).
+function Profiler.running()
+  local p = last_started[1]
+  if p and core.profiler_state(p.core) == "running" then return p end
+  return nil
 end
 
 --- Whether this profiler is sampling now.

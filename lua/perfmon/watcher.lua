@@ -1,7 +1,7 @@
 --- perfmon.watcher: "this group is slowing you down", as it happens.
 --
 -- Firefox's PerformanceWatcher for Lua hosts.  The C core detects alerts at
--- each event's end (a group's CPU time in one event reached the jank
+-- each event's end (a group's self time in one event reached the jank
 -- threshold, or its blocking time the blocking threshold) and, once the
 -- event is over, calls dispatch() below in a quiet region: what listeners
 -- run is charged to no group.  Alerts are buffered for buffering_delay_ms,
@@ -41,6 +41,9 @@ local settings = {
   blocking_threshold_us = 64000,
   buffering_delay_ms = 100,
   input_window_ms = 100, -- jank this soon after input is visible
+  -- what a jank alert is decided on: "self" (the group's own code; a
+  -- dispatcher's inclusive time holds every plugin it calls) or "inclusive"
+  time = "self",
   -- the watcher's monitor's (perfmon.monitor); "auto": sampled when the
   -- monitors open when it opens are all sampled, else exact, so that a
   -- listener (the profiler's markers) does not turn the hook on
@@ -154,7 +157,7 @@ end
 local function watch(s)
   s = s or settings
   core.watch(dispatch, s.jank_threshold_us, s.blocking_threshold_us,
-    s.input_window_ms * 1000.0)
+    s.input_window_ms * 1000.0, s.time == "inclusive")
 end
 
 -- The first listener or ticker opens the watcher's monitor; the last one
@@ -319,6 +322,11 @@ local function check_setting(k, v)
   elseif k == "mode" then
     if v ~= "auto" and v ~= "exact" and v ~= "sampled" then
       arg_error(1, "configure", ("'mode' must be \"auto\", \"exact\" or \"sampled\", got %s")
+        :format(type(v) == "string" and ("%q"):format(v) or type(v)), 2)
+    end
+  elseif k == "time" then
+    if v ~= "self" and v ~= "inclusive" then
+      arg_error(1, "configure", ("'time' must be \"self\" or \"inclusive\", got %s")
         :format(type(v) == "string" and ("%q"):format(v) or type(v)), 2)
     end
   elseif k == "on_error" then

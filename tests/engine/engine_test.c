@@ -489,7 +489,7 @@ static void test_jank_alert (void) {
   const pm_Set *sa, *sb;
   monitor(JANK);
   plugins(&a, &sa, &b, &sb);
-  pm_alert_thresholds(&E, 1, 1000, 0, 16000);
+  pm_alert_thresholds(&E, 1, 1000, 0, 16000, 0);
   pm_alert_input(&E);
   fake_advance(10, 10);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
@@ -519,6 +519,46 @@ static void test_jank_alert (void) {
   unmonitor(JANK);
 }
 
+/* A dispatcher A that runs 0.5 ms itself and calls B for 2.5 ms, twice,
+** with the threshold at 1 ms: on self time (the default) B alone is
+** alerted, twice; on inclusive time A too, with no event janked on its
+** own time. */
+static void run_dispatch (const pm_Set *sa, const pm_Set *sb) {
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(500, 500);
+  call(sb);
+  fake_advance(2500, 2500);
+  ret();
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+}
+
+static void test_alert_on_self (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  monitor(JANK);
+  plugins(&a, &sa, &b, &sb);
+  pm_alert_thresholds(&E, 1, 1000, 0, 16000, 0);
+  run_dispatch(sa, sb);
+  run_dispatch(sa, sb);
+  CHECK(E.alerts_pending == 1);
+  CHECK(a->alert_reason == PM_ALERT_NONE && b->alert_reason == PM_ALERT_JANK);
+  CHECK(b->alert_count == 2 && b->alert_self_count == 2);
+  NEAR(b->alert_self, 2500);
+  NEAR(a->alert_jank, 3000); /* the highest figures are kept all the same */
+  NEAR(a->alert_self, 500);
+  pm_alert_clear(&E); /* taken */
+  pm_alert_thresholds(&E, 1, 1000, 0, 16000, 1);
+  run_dispatch(sa, sb);
+  CHECK(E.alerts_pending == 2);
+  CHECK(a->alert_reason == PM_ALERT_JANK && b->alert_reason == PM_ALERT_JANK);
+  CHECK(a->alert_count == 1 && a->alert_self_count == 0);
+  CHECK(b->alert_count == 1 && b->alert_self_count == 1);
+  pm_alert_thresholds(&E, 0, 0, 0, 0, 0);
+  unmonitor(JANK);
+}
+
 /* Jank without input or animation is not visible; no listener, no
 ** alert. */
 static void test_invisible_and_unwatched (void) {
@@ -527,14 +567,14 @@ static void test_invisible_and_unwatched (void) {
   monitor(JANK);
   a = group("A");
   sa = set_of(&table_a, a, NULL);
-  pm_alert_thresholds(&E, 1, 1000, 0, 16000);
+  pm_alert_thresholds(&E, 1, 1000, 0, 16000, 0);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   fake_advance(1500, 1500);
   ret();
   CHECK(pm_sw_event_end(&E) == PM_OK);
   CHECK(a->alert_reason == PM_ALERT_JANK && !a->alert_visible);
-  pm_alert_thresholds(&E, 0, 0, 0, 0); /* the last listener goes */
+  pm_alert_thresholds(&E, 0, 0, 0, 0, 0); /* the last listener goes */
   CHECK(E.alerts_pending == 0 && a->alert_reason == PM_ALERT_NONE);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
@@ -1288,6 +1328,7 @@ int main (void) {
       {"switch", test_switch},
       {"memory", test_memory},
       {"jank_alert", test_jank_alert},
+      {"alert_on_self", test_alert_on_self},
       {"invisible_and_unwatched", test_invisible_and_unwatched},
       {"lifetimes", test_lifetimes},
       {"upvalue_links", test_upvalue_links},

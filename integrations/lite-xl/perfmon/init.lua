@@ -21,6 +21,7 @@ end
 local watcher = require "perfmon.watcher"
 local plugin_watcher = require "perfmon.plugin_watcher"
 local Profiler = require "perfmon.profiler"
+local where = require "perfmon.where"
 local model = require((...) .. ".model") -- beside this file, whatever its folder's name
 
 -- An editor is judged by its frames: 50 ms is three frames at 60 fps, a
@@ -142,8 +143,12 @@ M.watcher = plugin_watcher.new {
   cpu_percent = conf.cpu_percent,
   cpu_window_ms = conf.cpu_window_s * 1000,
   ignore = conf.ignore,
+  -- the message says where the plugin's time went, from the samples of
+  -- the profiler below (or, with profile_seconds = 0, the plugin watcher's
+  -- own): "... ; 2.7 s in core's fuzzy_match (...), called from
+  -- symbolhint/init.lua:42 (85% of 120 samples)"
   on_warning = function(w)
-    M.warnings[#M.warnings + 1] = { name = w.group.name, message = w.message }
+    M.warnings[#M.warnings + 1] = { name = w.group.name, message = w.message, where = w.where }
     core.warn("perfmon: %s", w.message)
   end,
   mode = conf.mode, -- the watcher's too
@@ -160,9 +165,13 @@ M.watcher = plugin_watcher.new {
 -- about:performance
 ---------------------------------------------------------------------------
 
+-- With the profiler, each plugin's hottest place in its samples (the last
+-- profile_seconds of CPU time) too.
 function M.text()
   local snap = M.monitor:snapshot()
-  return model.text(model.rows(snap, M.groups), snap, conf.mode == "sampled" and "samples" or "ticks")
+  local places = M.profiler and where.find_all(M.profiler, 0, nil, where.libraries(snap))
+  return model.text(model.rows(snap, M.groups, places), snap,
+    conf.mode == "sampled" and "samples" or "ticks")
 end
 
 local PerformanceDoc = Doc:extend()

@@ -3,6 +3,7 @@
 -- of the about:performance view.
 
 local buckets = require("perfmon.buckets")
+local where = require("perfmon.where")
 
 local model = {}
 
@@ -61,13 +62,19 @@ end
 -- its own, so only self time ranks plugins.  Each row: name, self_us,
 -- cpu_us, share (self time, % of the editor's CPU time), ticks, samples
 -- (those its self time is made of, in sampled mode), longest and histogram
--- (of the events by the group's self time in each).
-function model.rows(snap, groups)
+-- (of the events by the group's self time in each).  places (optional):
+-- where each group's self time went, where.find_all's result for a
+-- profiler's samples; each row then has hottest, where.brief's words ("-"
+-- for a group with no sample).
+function model.rows(snap, groups, places)
   if type(snap) ~= "table" or type(snap.groups) ~= "table" or type(snap.process) ~= "table" then
     error("bad argument #1 to 'rows' (perfmon snapshot expected, got " .. type(snap) .. ")", 2)
   end
   if type(groups) ~= "table" then
     error("bad argument #2 to 'rows' (list of perfmon groups expected, got " .. type(groups) .. ")", 2)
+  end
+  if places ~= nil and type(places) ~= "table" then
+    error("bad argument #3 to 'rows' (where.find_all's result expected, got " .. type(places) .. ")", 2)
   end
   local rows = {}
   local total = math.max(snap.process.cpu_us, 1)
@@ -80,6 +87,7 @@ function model.rows(snap, groups)
       name = g.name, self_us = st.self_us, cpu_us = st.cpu_us,
       share = 100 * st.self_us / total, ticks = st.ticks, samples = st.self_samples,
       longest = longest(st.self_durations), histogram = buckets.histogram(st.self_durations),
+      hottest = places and (places[g.id] and where.brief(places[g.id]) or "-"),
     }
   end
   table.sort(rows, function(a, b)
@@ -89,13 +97,14 @@ function model.rows(snap, groups)
   return rows
 end
 
-local ROW = "%-24s %9.1f %9.1f %6.1f%% %8d  %-10s %s"
-local HEAD = "%-24s %9s %9s %7s %8s  %-10s %s"
+local ROW = "%-24s %9.1f %9.1f %6.1f%% %8d  %-10s %-32s"
+local HEAD = "%-24s %9s %9s %7s %8s  %-10s %-32s"
 
 --- The view's text: a header, the rows, then the whole editor's line from
 -- snap.process.  count: the column of counts, "ticks" (the default: what
 -- an exact monitor counts) or "samples" (for a sampled monitor, which
--- counts no plugin's ticks).
+-- counts no plugin's ticks).  Rows with hottest (model.rows given places)
+-- add its column.
 function model.text(rows, snap, count)
   if type(rows) ~= "table" then
     error("bad argument #1 to 'text' (rows expected, got " .. type(rows) .. ")", 2)
@@ -109,15 +118,20 @@ function model.text(rows, snap, count)
       type(count) == "string" and ("%q"):format(count) or type(count)), 2)
   end
   local p = snap.process
-  local lines = { HEAD:format("plugin", "self ms", "cpu ms", "share", count, "longest",
-    "self jank histogram (ms:events)") }
-  for _, r in ipairs(rows) do
-    lines[#lines + 1] = ROW:format(r.name, r.self_us / 1000, r.cpu_us / 1000, r.share,
-      r[count], r.longest, r.histogram)
+  local hottest = rows[1] ~= nil and rows[1].hottest ~= nil
+  local function line(s, tail)
+    s = hottest and s .. "  " .. tail or s
+    return (s:gsub("%s+$", ""))
   end
-  lines[#lines + 1] = ROW:format("(whole editor)", p.self_us / 1000, p.cpu_us / 1000,
+  local lines = { line(HEAD:format("plugin", "self ms", "cpu ms", "share", count, "longest",
+    "self jank histogram (ms:events)"), "hottest (the profiler's samples)") }
+  for _, r in ipairs(rows) do
+    lines[#lines + 1] = line(ROW:format(r.name, r.self_us / 1000, r.cpu_us / 1000, r.share,
+      r[count], r.longest, r.histogram), r.hottest)
+  end
+  lines[#lines + 1] = line(ROW:format("(whole editor)", p.self_us / 1000, p.cpu_us / 1000,
     100, count == "ticks" and p.ticks or p.self_samples, longest(p.durations),
-    buckets.histogram(p.durations))
+    buckets.histogram(p.durations)), "")
   return table.concat(lines, "\n") .. "\n"
 end
 

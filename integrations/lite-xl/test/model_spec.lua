@@ -195,6 +195,35 @@ describe("lite-xl model, on a real plugins tree", function()
       lines[#lines]:match("^%(whole editor%)%s+%S+%s+%S+%s+%S+%s+(%d+)"))
   end)
 
+  it("shows where each plugin's time went in the profiler's samples", function()
+    local where = require("perfmon.where")
+    local p = require("perfmon.profiler").new()
+    p:start(1000)
+    local groups, by_name, d, spun = run {
+      [data .. "/plugins/lsp/server.lua"] = 120, [user .. "/plugins/treeview.lua"] = 60,
+    }
+    p:stop()
+    local places = where.find_all(p, 0)
+    local rows = model.rows(d, groups, places)
+    local row = {}
+    for _, r in ipairs(rows) do row[r.name] = r end
+    -- their own code, the line of the loop, nearly all of their samples
+    assert.matches("^function at .*plugins/lsp/server%.lua:1 %(%d+%%%)$", row.lsp.hottest)
+    assert.matches("^function at .*plugins/treeview%.lua:1 %(%d+%%%)$", row.treeview.hottest)
+    truth.assert_near(places[by_name.lsp.id].us, spun.lsp, "lsp's samples")
+    -- lsp_snippets spun 1 ms: too few samples to say, or none at all
+    local h = row.lsp_snippets.hottest
+    assert.is_true(h == "-" or h:match("^too few samples %(%d%)$") ~= nil, h)
+    local lines = {}
+    for line in model.text(rows, d):gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.matches("self jank histogram %(ms:events%)%s+hottest %(the profiler's samples%)$", lines[1])
+    for i, r in ipairs(rows) do
+      assert.equals(r.hottest, lines[i + 1]:sub(-#r.hottest))
+    end
+    assert.has_error(function() model.rows(d, groups, "x") end,
+      "bad argument #3 to 'rows' (where.find_all's result expected, got string)")
+  end)
+
   it("names a bad argument", function()
     local g = perfmon.group { name = "x", kind = "plugin" }
     local m <close> = perfmon.monitor { "jank" }

@@ -390,8 +390,9 @@ local function check_figures(srv, tolerance)
 end
 
 -- No error; and, with events (jank is detected in events), a warning
--- about perfmon_test alone.
-local function check_log(log, events)
+-- about perfmon_test alone, which says where its time went: where_pattern
+-- (the end of the warning), or at least a place or too few samples.
+local function check_log(log, events, where_pattern)
   for line in log:gmatch("[^\n]+") do
     check(not line:match("\terror\t"), "an error in Prosody's log: %s", line)
   end
@@ -402,6 +403,10 @@ local function check_log(log, events)
   for name in pairs(warned) do
     check(name == "perfmon_test", "a warning about another module, %s:\n%s", name, log)
   end
+  where_pattern = where_pattern
+    or "; [^\n]* %(%d+" -- a place (p% of n samples), or too few samples to say where (n in ...)
+  check(log:match("plugin 'perfmon_test' is slowing things down[^\n]*" .. where_pattern),
+    "no warning about perfmon_test says where (%q):\n%s", where_pattern, log)
   print(log:match("[^\n]*mod_perfmon\t[^\n]*one perfmon event[^\n]*") or "")
   print(log:match("[^\n]*plugin 'perfmon_test' is slowing[^\n]*"))
 end
@@ -422,7 +427,14 @@ local function test_enabled()
     local shown = shell(srv.dir, "perfmon", "show")
     check(not shown:match("\n%s*perfmon_test%s"), "perfmon_test is listed after its unload:\n%s", shown)
   end)
-  check_log(log, true)
+  -- where its time went: the line of burn()'s loop in mod_perfmon_test.lua
+  local n = 0
+  for line in io.lines(SOURCE .. "/integrations/prosody/test/mod_perfmon_test.lua") do
+    n = n + 1
+    if line:match("^%s*for i = 1, iterations do") then break end
+  end
+  check_log(log, true, ("; [%%d.]+ m?s in its own burn at [^\n]*perfmon_test%%.lua:%d %%(%%d+%%%% of %%d+ samples%%)")
+    :format(n))
 end
 
 -- mod_perfmon loaded from the admin shell into a running server: every
@@ -494,7 +506,8 @@ local function test_host_code()
     print(("prosody test (work in util.stanza and util.jid): %d messages delivered"):format(MESSAGES))
     check_figures(srv, 0.15)
   end)
-  check_log(log, true)
+  -- and the warning names a function of util's and the line that called it
+  check_log(log, true, "; [%d.]+ m?s in util's [^\n]*, called from [^\n]*perfmon_test%.lua:%d+ %(%d+%% of")
 end
 
 local function test()
