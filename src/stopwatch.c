@@ -412,8 +412,9 @@ static PM_INLINE void change (pm_Engine *E, pm_Ctx *n) {
     change_due(E, now);
 }
 
-pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s) {
-  pm_Ctx *from = E->ctx, *n = pm_ctx_child(E, from, s);
+/* A call enters n from the running context, which it returns. */
+static PM_INLINE pm_Ctx *enter (pm_Engine *E, pm_Ctx *n) {
+  pm_Ctx *from = E->ctx;
   if (PM_UNLIKELY(n == NULL))
     return NULL; /* no memory: it stays in its caller's context */
   n->entries++;
@@ -421,13 +422,12 @@ pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s) {
   return from;
 }
 
+pm_Ctx *pm_sw_enter (pm_Engine *E, const pm_Set *s) {
+  return enter(E, pm_ctx_child(E, E->ctx, s));
+}
+
 pm_Ctx *pm_sw_enter_own (pm_Engine *E, const pm_Set *s) {
-  pm_Ctx *from = E->ctx, *n = pm_ctx_find(E, from, s, s);
-  if (n == NULL)
-    return NULL;
-  n->entries++;
-  change(E, n);
-  return from;
+  return enter(E, pm_ctx_find(E, E->ctx, s, s));
 }
 
 void pm_sw_leave (pm_Engine *E, pm_Ctx *to, uint64_t iter) {
