@@ -209,35 +209,42 @@ static int frames_grow (pm_Thread *t, int need) {
   return 1;
 }
 
-/* A call of a library's function ar from a plugin's frame (context.h): on
-** the plugin's behalf, unless the plugin's function wraps it. */
-static PM_NOINLINE pm_Ctx *enter_library (pm_Thread *t, lua_State *L,
-                                          lua_Debug *ar, const pm_Set *set) {
-  pm_State *S = t->S;
-  lua_Debug w;
-  if (S->frame_direct)
-    w.i_ci = (struct CallInfo *)pm_frame_caller(ar->i_ci);
-  else if (!lua_getstack(L, 1, &w))
-    return pm_sw_enter(&S->e, set);
-  return pm_wraps(S, L, ar, &w) ? pm_sw_enter_own(&S->e, set)
-                                : pm_sw_enter(&S->e, set);
-}
-
-static PM_INLINE void push (pm_Thread *t, lua_State *L, lua_Debug *ar,
-                            const pm_Set *set, const pm_Set *parent) {
+/* A frame for ci on t's shadow stack, its context still to set; NULL when
+** memory ran out: this frame goes unmeasured. */
+static PM_INLINE pm_Frame *frame_push (pm_Thread *t, const void *ci,
+                                       const pm_Set *set) {
   pm_Frame *fr;
   if (t->n == t->cap && !frames_grow(t, t->n + 1))
-    return; /* out of memory: this frame goes unmeasured */
+    return NULL;
   fr = &t->f[t->n++];
-  fr->ci = ar->i_ci;
+  fr->ci = ci;
   fr->set = set;
   fr->iter = t->S->e.iter;
-  if (set == parent)
-    fr->left = NULL;
-  else if (PM_UNLIKELY(set->lib) && parent != NULL && !parent->lib)
-    fr->left = enter_library(t, L, ar, set);
-  else
-    fr->left = pm_sw_enter(&t->S->e, set);
+  return fr;
+}
+
+static PM_INLINE void push (pm_Thread *t, const void *ci, const pm_Set *set,
+                            const pm_Set *parent) {
+  pm_Frame *fr = frame_push(t, ci, set);
+  if (fr != NULL)
+    fr->left = set != parent ? pm_sw_enter(&t->S->e, set) : NULL;
+}
+
+/* The call of a library's function ar from a plugin's frame (context.h):
+** on the plugin's behalf, unless the plugin's function wraps it.  On the
+** slow path, where every call into a library's set goes. */
+static PM_NOINLINE void push_library (pm_Thread *t, lua_State *L, lua_Debug *ar,
+                                      const pm_Set *set) {
+  pm_State *S = t->S;
+  pm_Frame *fr = frame_push(t, ar->i_ci, set);
+  lua_Debug w;
+  int own;
+  if (fr == NULL)
+    return;
+  if (S->frame_direct)
+    w.i_ci = (struct CallInfo *)pm_frame_caller(ar->i_ci);
+  own = (S->frame_direct || lua_getstack(L, 1, &w)) && pm_wraps(S, L, ar, &w);
+  fr->left = own ? pm_sw_enter_own(&S->e, set) : pm_sw_enter(&S->e, set);
 }
 
 /* The return of a frame into another set: out of line, as the common
@@ -648,7 +655,7 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
   const void *caller = caller_of(L, ar, fast);
   int tail = ar->event == LUA_HOOKTAILCALL && t->n > 0 &&
              t->f[t->n - 1].ci == ar->i_ci; /* replaces the top frame */
-  const pm_Set *parent;
+  const pm_Set *parent, *set;
   uintptr_t v;
   unsigned kind;
   if (!tail && t->n > 0 && t->f[t->n - 1].ci != caller)
@@ -661,9 +668,13 @@ static PM_INLINE void on_call (pm_Thread *t, lua_State *L, lua_Debug *ar,
     pop(t);
   }
   parent = t->n > 0 ? t->f[t->n - 1].set : S->e.empty;
+  set = set_of(v, parent);
   /* a thread's bottom frame always enters its set: a coroutine's runs
   ** over its resumer's context, whose set is not the frame's (NULL) */
-  push(t, L, ar, set_of(v, parent), t->n > 0 ? parent : NULL);
+  if (PM_UNLIKELY(set->lib) && set != parent && t->n > 0 && !parent->lib)
+    push_library(t, L, ar, set);
+  else
+    push(t, ar->i_ci, set, t->n > 0 ? parent : NULL);
   if (kind == PM_FN_RESUME || kind == PM_FN_WRAP)
     hook_coroutine(S, L, ar, kind);
 }
@@ -708,9 +719,9 @@ static PM_NOINLINE void on_event_slow (lua_State *L, lua_Debug *ar, int fast) {
 
 /* A call into another set: out of line, and last in on_event, so that
 ** the fast path keeps no register across a call. */
-static PM_NOINLINE void enter (pm_Thread *t, lua_State *L, lua_Debug *ar,
-                               const pm_Set *set, const pm_Set *parent) {
-  push(t, L, ar, set, parent);
+static PM_NOINLINE void enter (pm_Thread *t, const void *ci, const pm_Set *set,
+                               const pm_Set *parent) {
+  push(t, ci, set, parent);
 }
 
 /* The call of a function of value v (0: not seen yet) from the top frame:
@@ -724,9 +735,10 @@ static PM_INLINE void call_push (lua_State *L, lua_Debug *ar, pm_Thread *t,
     top[1].set = top->set;
     top[1].left = NULL;
     t->n++;
-  } else if (v != 0 && PM_TAG(v) == PM_FN_LUA)
-    enter(t, L, ar, PM_PTR(v), top->set);
-  else
+  } else if (v != 0 && PM_TAG(v) == PM_FN_LUA &&
+             !((const pm_Set *)PM_PTR(v))->lib)
+    enter(t, ar->i_ci, PM_PTR(v), top->set);
+  else /* not seen yet, or a library's (push_library) */
     on_event_slow(L, ar, 1);
 }
 
