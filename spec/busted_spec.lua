@@ -460,14 +460,16 @@ describe("perfmon.busted's figures", function()
   it("cut a 1 µs excess of self time over inclusive time, the truncation's, and no more", function()
     -- the core keeps real totals and gives them truncated: self 9.8 ->
     -- 10.3 reads 9 -> 10 (+1) while cpu 11.2 -> 11.7 reads 11 -> 11 (+0)
-    local cpu, self = ledger.delta({ cpu_us = 11, self_us = 10 }, { cpu_us = 11, self_us = 9 }, 5)
+    local cpu, self = ledger.delta(0, 1, 5)
     assert.are.same({ 0, 0 }, { cpu, self })
-    cpu, self = ledger.delta({ cpu_us = 12, self_us = 10 }, { cpu_us = 11, self_us = 9 }, 0)
-    assert.are.same({ 0, 0 }, { cpu, self }) -- a group's 1 µs over the process's
+    cpu, self = ledger.delta(1, 1, 0) -- a group's 1 µs over the process's
+    assert.are.same({ 0, 0 }, { cpu, self })
     -- more than 1 µs over is no rounding: left to show
-    cpu, self = ledger.delta({ cpu_us = 11, self_us = 11 }, { cpu_us = 11, self_us = 9 }, 5)
+    cpu, self = ledger.delta(0, 2, 5)
     assert.are.same({ 0, 2 }, { cpu, self })
-    cpu, self = ledger.delta({ cpu_us = 30, self_us = 20 }, nil, 40)
+    cpu, self = ledger.delta(3, 2, 1)
+    assert.are.same({ 3, 2 }, { cpu, self })
+    cpu, self = ledger.delta(30, 20, 40)
     assert.are.same({ 30, 20 }, { cpu, self })
   end)
 

@@ -164,17 +164,21 @@ local function new_handler(options)
     return nil, true
   end
 
+  local file_group
   local function file_start(element)
-    groups.spec(element.name)
+    file_group = groups.spec(element.name)
     file_rec = ledger.record{ name = element.name }
     run.files[#run.files + 1] = file_rec
     run.ledger:switch(file_rec)
     return nil, true
   end
 
+  -- the file's group dies with it: a snapshot costs in proportion to the
+  -- groups alive, and every boundary takes one
   local function file_end()
     run.ledger:switch(nil)
-    file_rec = nil
+    groups.drop_spec(file_group)
+    file_rec, file_group = nil, nil
     return nil, true
   end
 
@@ -228,13 +232,11 @@ local function new_handler(options)
   end
 
   local function suite_end()
-    local d = run.ledger:total()
-    run.cpu_us = d.process.cpu_us
+    local spent
+    run.cpu_us, spent = run.ledger:total()
     for _, g in ipairs(run.module_groups) do
-      local st = d.groups[g.id]
-      local cpu, self = 0, 0
-      if st then cpu, self = ledger.delta(st, nil, d.process.cpu_us) end
-      run.modules[#run.modules + 1] = { name = g.name, cpu_us = cpu, self_us = self }
+      local st = spent[g.id] or { cpu_us = 0, self_us = 0 }
+      run.modules[#run.modules + 1] = { name = g.name, cpu_us = st.cpu_us, self_us = st.self_us }
     end
     report.write(run, opts)
     return nil, true

@@ -30,7 +30,7 @@ function M.measure(fn)
   local d = perfmon.nested_loop(measured, mon, fn)
   local spent = {}
   for id, st in pairs(d.groups) do
-    local cpu, self = ledger.delta(st, nil, d.process.cpu_us)
+    local cpu, self = ledger.delta(st.cpu_us, st.self_us, d.process.cpu_us)
     if cpu > 0 then spent[id] = { name = st.name, kind = st.kind, cpu_us = cpu, self_us = self } end
   end
   return d.process.cpu_us, spent

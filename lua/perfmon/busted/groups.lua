@@ -70,7 +70,12 @@ end
 function M.spec(path)
   local g = perfmon.group{ name = path, kind = "spec" }
   perfmon.attach_source(path, g)
-  return g
+  return { group = g, path = path }
+end
+
+--- Lets a spec file's group die (its handle dropped, its source detached).
+function M.drop_spec(spec)
+  if spec then perfmon.detach_source(spec.path, spec.group) end
 end
 
 return M
