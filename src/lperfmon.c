@@ -610,6 +610,16 @@ static int l_fleet_entries (lua_State *L) {
   return 1;
 }
 
+/* core.counts() -> the monitors open, and the events ended by the nested
+** loop they were left open in (info's monitors and loop_ended_events,
+** without its table: perfmon.busted reads them around every test) */
+static int l_counts (lua_State *L) {
+  pm_State *S = state(L);
+  lua_pushinteger(L, S->e.monitors);
+  lua_pushinteger(L, (lua_Integer)S->e.loop_ended);
+  return 2;
+}
+
 /* core.info() -> what perfmon runs on and holds */
 static int l_info (lua_State *L) {
   pm_State *S = state(L);
@@ -658,6 +668,8 @@ static int l_info (lua_State *L) {
   lua_setfield(L, -2, "contexts_refused");
   lua_pushinteger(L, S->e.ndead);
   lua_setfield(L, -2, "dead_groups");
+  lua_pushinteger(L, (lua_Integer)S->e.loop_ended);
+  lua_setfield(L, -2, "loop_ended_events");
   return 1;
 }
 
@@ -1074,6 +1086,7 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"stats", l_stats},
                                       {"times", l_times},
                                       {"info", l_info},
+                                      {"counts", l_counts},
                                       {"fleet_publish", l_fleet_publish},
                                       {"fleet_entries", l_fleet_entries},
                                       {"event_begin", l_event_begin},

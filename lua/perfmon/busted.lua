@@ -122,18 +122,13 @@ local function where(element)
   return t and t.short_src and ("%s:%d: "):format(t.short_src, t.currentline) or ""
 end
 
--- Ends a test's stretch (once): charges it, sweeps the monitors it left
--- open, and returns the message of its budget failure, if over.
+-- Ends a test's stretch (once): charges it, notes what it left open, and
+-- returns the message of its budget failure, if over.
 local function finish(run, rec, opts)
   if rec.finished then return end
   rec.finished = true
   run.ledger:switch(rec.file_rec)
-  local left, open = ledger.sweep_monitors(rec.monitors)
-  if left > 0 then
-    rec.note = ("the test left %d perfmon monitor%s open; %s"):format(left,
-      left > 1 and "s" or "", open > 0 and ("%d still referenced, open"):format(open)
-      or "closed with it")
-  end
+  rec.note = ledger.sweep(rec.monitors, rec.ended)
   rec.jank = rec.cpu_us >= report.JANK_US
   rec.top = report.top_group(rec.groups)
   if opts.budget_us and rec.cpu_us > opts.budget_us then
@@ -199,7 +194,8 @@ local function new_handler(options)
 
   local function test_start(element)
     local rec = ledger.record{ name = full_name(busted, element), file = file_of(busted, element),
-      status = "running", file_rec = file_rec, monitors = ledger.monitors() }
+      status = "running", file_rec = file_rec }
+    rec.monitors, rec.ended = ledger.leftovers()
     run.tests[#run.tests + 1] = rec
     by_element[element] = rec
     if element.descriptor == "it" then

@@ -124,20 +124,34 @@ function Ledger:total()
   return process, spent
 end
 
---- The number of monitors open, for a test's leftovers.
-function M.monitors()
-  return perfmon.info().monitors
-end
+--- What a test may leave behind, counted now: the monitors open, and
+-- the events ended by the nested loop they were left open in.
+M.leftovers = core.counts
 
---- Closes the monitors a test left open that nothing references (their
--- finalizers close them).  Returns how many the test left open beyond the
--- `before` open when it began, and how many of them are open still.
-function M.sweep_monitors(before)
-  local left = M.monitors() - before
-  if left <= 0 then return 0, 0 end
-  collectgarbage()
-  collectgarbage()
-  return left, M.monitors() - before
+--- A note for the report on what a test left behind since its start
+-- (monitors, ended: M.leftovers() then), or nil.  The monitors it left
+-- open that nothing references are closed first (their finalizers close
+-- them).
+function M.sweep(monitors, ended)
+  local now, ended_now = core.counts()
+  local left, events = now - monitors, ended_now - ended
+  if left <= 0 and events <= 0 then return nil end
+  local open = 0
+  if left > 0 then
+    collectgarbage()
+    collectgarbage()
+    open = core.counts() - monitors
+  end
+  local notes = {}
+  if events > 0 then
+    notes[#notes + 1] = "the test left a perfmon event open; it ended with the test"
+  end
+  if left > 0 then
+    notes[#notes + 1] = ("the test left %d perfmon monitor%s open; %s"):format(left,
+      left > 1 and "s" or "", open > 0 and ("%d still referenced, open"):format(open)
+      or "closed with it")
+  end
+  return table.concat(notes, "; ")
 end
 
 return M
