@@ -125,7 +125,6 @@ struct pm_Engine {
   int loop; /* 0: the outer loop; >0: nested */
   unsigned char in_event[PM_MAX_LOOPS];
   int loop_orphans; /* levels set aside when monitoring stopped: may end */
-  uint64_t loop_ended; /* events left open in a nested loop, ended with it */
   int blocking_depth;
   int blocking_orphans; /* paused when monitoring stopped: may still end */
   double blocking_since, blocking_total; /* wall µs */

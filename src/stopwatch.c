@@ -760,7 +760,6 @@ int pm_sw_nested_leave (pm_Engine *E) {
     return PM_OK;
   }
   mark(E, E->in_event[E->loop] ? COMMIT_EVENT : COMMIT_GAP);
-  E->loop_ended += E->in_event[E->loop];
   E->in_event[E->loop--] = 0;
   return PM_OK;
 }

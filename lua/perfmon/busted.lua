@@ -18,16 +18,12 @@
 --
 -- The run is cut into stretches, each charged to a test or a spec file
 -- (busted/ledger.lua; the groups: busted/groups.lua).  A test's stretch
--- runs from its start to the end of its function, so that going over the
--- budget fails the test itself; before_each, after_each and a `finally`
--- are the file's.  The test's function runs in a nested loop of its own
--- (perfmon.nested_loop): the events it opens are in that loop, and one it
--- leaves open (by hand, or in a coroutine it leaves suspended inside
--- perfmon.event) ends with the loop, so that no test breaks the next; the
--- core calls the function, and busted cuts its tracebacks at the first C
--- frame, so they show the spec's frames alone, as without the handler.
+-- runs from its start to its end (its function and a `finally`);
+-- before_each and after_each are the file's.  With a budget, it ends
+-- with the test's function, so that going over the budget fails the test
+-- itself, and the `finally` is the file's.  What a test leaves open (an
+-- event, a nested loop, a monitor) is closed with it and noted.
 
-local perfmon = require("perfmon")
 local assertions = require("perfmon.busted.assertions")
 local groups = require("perfmon.busted.groups")
 local ledger = require("perfmon.busted.ledger")
@@ -122,13 +118,14 @@ local function where(element)
   return t and t.short_src and ("%s:%d: "):format(t.short_src, t.currentline) or ""
 end
 
--- Ends a test's stretch (once): charges it, notes what it left open, and
--- returns the message of its budget failure, if over.
+-- Ends a test's stretch (once): charges it, closes and notes what it
+-- left open, and returns the message of its budget failure, if over.
 local function finish(run, rec, opts)
   if rec.finished then return end
   rec.finished = true
+  local notes = ledger.end_open(rec.leftovers)
   run.ledger:switch(rec.file_rec)
-  rec.note = ledger.sweep(rec.monitors, rec.ended)
+  rec.note = ledger.sweep_monitors(rec.leftovers, notes)
   rec.jank = rec.cpu_us >= report.JANK_US
   rec.top = report.top_group(rec.groups)
   if opts.budget_us and rec.cpu_us > opts.budget_us then
@@ -137,6 +134,9 @@ local function finish(run, rec, opts)
       :format(report.ms(rec.cpu_us), report.ms(opts.budget_us), report.describe_top(rec.groups))
   end
 end
+
+-- A traceback line of the budget's runner (below), cut from tracebacks.
+local RUNNER_LINE = "\n[^\n]*" .. debug.getinfo(1, "S").short_src:gsub("%p", "%%%0") .. ":%d+: in [^\n]*"
 
 local function new_handler(options)
   local busted = require("busted")
@@ -168,8 +168,8 @@ local function new_handler(options)
     return nil, true
   end
 
-  -- the file's group dies with it: a snapshot costs in proportion to the
-  -- groups alive, and every boundary takes one
+  -- the file's group dies with it: a read of the totals costs in
+  -- proportion to the groups alive, and every boundary takes one
   local function file_end()
     run.ledger:switch(nil)
     groups.drop_spec(file_group)
@@ -177,12 +177,15 @@ local function new_handler(options)
     return nil, true
   end
 
-  -- The test's function, run by the core in a nested loop of its own,
-  -- then its stretch ended and its budget checked.
+  -- With a budget, the test's function and then the budget's check: the
+  -- test fails itself when over.  The function is called through an
+  -- expression, so that Lua names its frame as busted's call would
+  -- (`in function <spec/x_spec.lua:12>`); the runner's own frame is cut
+  -- from the tracebacks (trim, below).
   local function runner(element, rec)
     local test = rec.test
     return function()
-      perfmon.nested_loop(test)
+      (rec.test or test)()
       local over = finish(run, rec, opts)
       if over then
         local msg = where(element) .. over
@@ -195,10 +198,10 @@ local function new_handler(options)
   local function test_start(element)
     local rec = ledger.record{ name = full_name(busted, element), file = file_of(busted, element),
       status = "running", file_rec = file_rec }
-    rec.monitors, rec.ended = ledger.leftovers()
+    rec.leftovers = ledger.leftovers()
     run.tests[#run.tests + 1] = rec
     by_element[element] = rec
-    if element.descriptor == "it" then
+    if opts.budget_us and element.descriptor == "it" then
       rec.test = element.run
       element.run = runner(element, rec)
     end
@@ -206,6 +209,7 @@ local function new_handler(options)
     return nil, true
   end
 
+  -- a test ends its stretch here, unless its budget's runner ended it
   local function test_end(element, _, status)
     local rec = by_element[element]
     if rec then
@@ -217,12 +221,18 @@ local function new_handler(options)
     return nil, true
   end
 
-  -- A budget failure is the test's as a whole: it points at the test's
-  -- line, with no traceback (busted's would show the handler's frame).
-  local function budget_failure(element, _, message, trace)
-    if failures[message] and type(trace) == "table" then
-      trace.short_src, trace.currentline = element.trace.short_src, element.trace.currentline
-      trace.traceback = ""
+  -- A test's failure or error under a budget: the runner's frame is cut
+  -- from its traceback, and a budget failure, the test's as a whole,
+  -- points at the test's line with no traceback.
+  local function trim(element, _, message, trace)
+    if by_element[element] and by_element[element].test and type(trace) == "table"
+        and type(trace.traceback) == "string" then
+      if failures[message] then
+        trace.short_src, trace.currentline = element.trace.short_src, element.trace.currentline
+        trace.traceback = ""
+      else
+        trace.traceback = trace.traceback:gsub(RUNNER_LINE, "")
+      end
     end
     return nil, true
   end
@@ -248,7 +258,8 @@ local function new_handler(options)
     -- ends before their end: their work is the file's
     busted.subscribe({ "test", "start" }, test_start)
     busted.subscribe({ "test", "end" }, test_end, { priority = 1 })
-    busted.subscribe({ "failure", "it" }, budget_failure, { priority = 1 })
+    busted.subscribe({ "failure", "it" }, trim, { priority = 1 })
+    busted.subscribe({ "error", "it" }, trim, { priority = 1 })
     busted.subscribe({ "suite", "end" }, suite_end)
   end
   return handler

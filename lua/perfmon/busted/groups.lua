@@ -1,6 +1,7 @@
 --- perfmon.busted.groups: the groups perfmon.busted charges the code of a
 -- busted run to: one per module under test (kind "module", by path
--- prefix) and one per spec file (kind "spec"), each a group by source.
+-- prefix) and one per spec file (kind "spec", a library), each a group by
+-- source.
 --
 -- Busted's and luassert's own Lua code is in no group: perfmon's self time
 -- rule (docs/api.md, "Self time") makes it transparent, so an assertion's
@@ -66,9 +67,14 @@ function M.set(prefixes)
   return M.modules(prefixes)
 end
 
---- The group of a spec file, named by its path as busted gives it.
+--- The group of a spec file, named by its path as busted gives it: a
+-- library group (docs/api.md, "Self time").  A spec file is the host of
+-- its tests, as busted's code below it is: code it calls that belongs to a
+-- group keeps its own self time (a library of the program's dispatching
+-- on its own, a module), and a callback it hands a module is that
+-- module's work.
 function M.spec(path)
-  local g = perfmon.group{ name = path, kind = "spec" }
+  local g = perfmon.group{ name = path, kind = "spec", library = true }
   perfmon.attach_source(path, g)
   return { group = g, path = path }
 end

@@ -124,34 +124,53 @@ function Ledger:total()
   return process, spent
 end
 
---- What a test may leave behind, counted now: the monitors open, and
--- the events ended by the nested loop they were left open in.
-M.leftovers = core.counts
+--- What a test may leave behind, counted now: { monitors open, nested
+-- loops open, whether an event is open in the current loop }.
+function M.leftovers()
+  local monitors, loops, event = core.counts()
+  return { monitors = monitors, loops = loops, event = event }
+end
 
---- A note for the report on what a test left behind since its start
--- (monitors, ended: M.leftovers() then), or nil.  The monitors it left
--- open that nothing references are closed first (their finalizers close
--- them).
-function M.sweep(monitors, ended)
-  local now, ended_now = core.counts()
-  local left, events = now - monitors, ended_now - ended
-  if left <= 0 and events <= 0 then return nil end
-  local open = 0
-  if left > 0 then
-    collectgarbage()
-    collectgarbage()
-    open = core.counts() - monitors
-  end
+--- Ends the nested loops a test entered and an event it began since
+-- before (M.leftovers() at its start; by hand, or in a coroutine it left
+-- suspended inside perfmon.event or perfmon.nested_loop), before the read
+-- that ends its stretch: a read inside an event leaves the event out.
+-- Returns the notes for the report (a list).
+function M.end_open(before)
   local notes = {}
-  if events > 0 then
-    notes[#notes + 1] = "the test left a perfmon event open; it ended with the test"
+  local _, loops, event = core.counts()
+  local n = loops - before.loops
+  if n > 0 then
+    for _ = 1, n do core.nested_leave() end
+    notes[#notes + 1] = ("the test left %d nested loop%s open; ended with the test"):format(
+      n, n > 1 and "s" or "")
+    event = select(3, core.counts())
   end
+  if event and not before.event then
+    core.event_end()
+    notes[#notes + 1] = "the test left a perfmon event open; it ended with the test"
+  elseif before.event then
+    -- an event commits its time when it ends: after the test, in its file
+    notes[#notes + 1] = "the test ran inside an event begun before it: its time is its file's"
+  end
+  return notes
+end
+
+--- Closes the monitors a test left open since before that nothing
+-- references (their finalizers close them), after its stretch: the
+-- collection is not the test's.  Returns notes and this one as the note
+-- for the report, or nil.
+function M.sweep_monitors(before, notes)
+  local left = core.counts() - before.monitors
   if left > 0 then
+    collectgarbage()
+    collectgarbage()
+    local open = core.counts() - before.monitors
     notes[#notes + 1] = ("the test left %d perfmon monitor%s open; %s"):format(left,
       left > 1 and "s" or "", open > 0 and ("%d still referenced, open"):format(open)
       or "closed with it")
   end
-  return table.concat(notes, "; ")
+  return notes[1] and table.concat(notes, "; ") or nil
 end
 
 return M

@@ -47,8 +47,8 @@ end
 local LEGEND = {
   tests = {
     "perfmon: the %d slowest tests",
-    "  CPU ms: the thread's CPU time from the test's start to the end of its function"
-      .. " (before_each, after_each and finally are its file's)",
+    "  CPU ms: the thread's CPU time from the test's start to its end (with --budget-ms,"
+      .. " to the end of its function); before_each and after_each are its file's",
     "  [group: ms]: the module or spec file that spent the most of it itself (self time, below)",
   },
   modules = {
