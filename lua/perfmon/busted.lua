@@ -162,7 +162,7 @@ local function new_handler(options)
   local file_group
   local function file_start(element)
     file_group = groups.spec(element.name)
-    file_rec = ledger.record{ name = element.name }
+    file_rec = ledger.record{ name = element.name, monitors = ledger.leftovers().monitors }
     run.files[#run.files + 1] = file_rec
     run.ledger:switch(file_rec)
     return nil, true
@@ -172,6 +172,7 @@ local function new_handler(options)
   -- proportion to the groups alive, and every boundary takes one
   local function file_end()
     run.ledger:switch(nil)
+    file_rec.note = ledger.file_monitors(file_rec.monitors)
     groups.drop_spec(file_group)
     file_rec, file_group = nil, nil
     return nil, true

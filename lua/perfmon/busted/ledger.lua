@@ -156,21 +156,36 @@ function M.end_open(before)
   return notes
 end
 
---- Closes the monitors a test left open since before that nothing
--- references (their finalizers close them), after its stretch: the
--- collection is not the test's.  Returns notes and this one as the note
--- for the report, or nil.
+--- The monitors open beyond `before` that nothing references are
+-- closed (a collection runs their finalizers); returns how many were
+-- open beyond it, and how many of those were closed.  A test's are
+-- checked at its end, where only those closed say the test leaked them (a
+-- test may close the others in after_each); its file's at the file's end.
+function M.collect_monitors(before)
+  local left = core.counts() - before
+  if left <= 0 then return 0, 0 end
+  collectgarbage()
+  return left, left - (core.counts() - before)
+end
+
+--- The note for the report on what a test left behind: the notes of
+-- M.end_open, and the monitors it left open and unreferenced, closed here
+-- (after its stretch: the collection is not the test's); or nil.
 function M.sweep_monitors(before, notes)
-  local left = core.counts() - before.monitors
-  if left > 0 then
-    collectgarbage()
-    collectgarbage()
-    local open = core.counts() - before.monitors
-    notes[#notes + 1] = ("the test left %d perfmon monitor%s open; %s"):format(left,
-      left > 1 and "s" or "", open > 0 and ("%d still referenced, open"):format(open)
-      or "closed with it")
+  local _, closed = M.collect_monitors(before.monitors)
+  if closed > 0 then
+    notes[#notes + 1] = ("the test left %d perfmon monitor%s open and unreferenced;"
+      .. " closed with it"):format(closed, closed > 1 and "s" or "")
   end
   return notes[1] and table.concat(notes, "; ") or nil
+end
+
+--- The note on the monitors a spec file left open, or nil.
+function M.file_monitors(before)
+  local left, closed = M.collect_monitors(before)
+  if left == 0 then return nil end
+  return ("the file left %d perfmon monitor%s open: %d unreferenced, closed; %d still open")
+    :format(left, left > 1 and "s" or "", closed, left - closed)
 end
 
 return M

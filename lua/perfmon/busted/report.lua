@@ -75,6 +75,9 @@ function M.lines(run, opts)
       t.top and (" [%s: %s]"):format(t.top.name, ms(t.top.self_us)) or "")
     if t.note then say("%9s  %-8s (%s)", "", "", t.note) end
   end
+  for _, f in ipairs(run.files) do
+    if f.note then say("perfmon: %s: %s", f.name, f.note) end
+  end
   say("%s", table.concat(LEGEND.modules, "\n"))
   say("%9s  %9s", "self", "inclusive")
   for _, m in ipairs(run.modules) do
@@ -106,7 +109,7 @@ function M.write(run, opts)
       note = t.note, groups = json_groups(t.groups) }
   end
   for _, f in ipairs(run.files) do
-    jf[#jf + 1] = { name = f.name, cpu_us = f.cpu_us, groups = json_groups(f.groups) }
+    jf[#jf + 1] = { name = f.name, cpu_us = f.cpu_us, note = f.note, groups = json_groups(f.groups) }
   end
   for _, m in ipairs(run.modules) do
     jm[#jm + 1] = { name = m.name, cpu_us = m.cpu_us, self_us = m.self_us }
