@@ -17,7 +17,8 @@
 -- (busted/assertions.lua).
 --
 -- The run is cut into stretches, each charged to a test or a spec file
--- (busted/ledger.lua; the groups: busted/groups.lua).  A test's stretch
+-- (busted/ledger.lua; the groups: busted/groups.lua; what a test leaves
+-- open: busted/leftovers.lua).  A test's stretch
 -- runs from its start to its end (its function and a `finally`);
 -- before_each and after_each are the file's.  With a budget, it ends
 -- with the test's function, so that going over the budget fails the test
@@ -27,6 +28,7 @@
 local assertions = require("perfmon.busted.assertions")
 local groups = require("perfmon.busted.groups")
 local ledger = require("perfmon.busted.ledger")
+local leftovers = require("perfmon.busted.leftovers")
 local report = require("perfmon.busted.report")
 
 local M = {}
@@ -123,9 +125,9 @@ end
 local function finish(run, rec, opts)
   if rec.finished then return end
   rec.finished = true
-  local notes = ledger.end_open(rec.leftovers)
+  local notes = leftovers.end_open(rec.leftovers)
   run.ledger:switch(rec.file_rec)
-  rec.note = ledger.sweep_monitors(rec.leftovers, notes)
+  rec.note = leftovers.sweep_monitors(rec.leftovers, notes)
   rec.jank = rec.cpu_us >= report.JANK_US
   rec.top = report.top_group(rec.groups)
   if opts.budget_us and rec.cpu_us > opts.budget_us then
@@ -162,7 +164,7 @@ local function new_handler(options)
   local file_group
   local function file_start(element)
     file_group = groups.spec(element.name)
-    file_rec = ledger.record{ name = element.name, monitors = ledger.leftovers().monitors }
+    file_rec = ledger.record{ name = element.name, monitors = leftovers.count().monitors }
     run.files[#run.files + 1] = file_rec
     run.ledger:switch(file_rec)
     return nil, true
@@ -172,7 +174,7 @@ local function new_handler(options)
   -- proportion to the groups alive, and every boundary takes one
   local function file_end()
     run.ledger:switch(nil)
-    file_rec.note = ledger.file_monitors(file_rec.monitors)
+    file_rec.note = leftovers.file_monitors(file_rec.monitors)
     groups.drop_spec(file_group)
     file_rec, file_group = nil, nil
     return nil, true
@@ -199,7 +201,7 @@ local function new_handler(options)
   local function test_start(element)
     local rec = ledger.record{ name = full_name(busted, element), file = file_of(busted, element),
       status = "running", file_rec = file_rec }
-    rec.leftovers = ledger.leftovers()
+    rec.leftovers = leftovers.count()
     run.tests[#run.tests + 1] = rec
     by_element[element] = rec
     if opts.budget_us and element.descriptor == "it" then
