@@ -1,5 +1,5 @@
 --- bench/stats.lua: the benchmarks' statistics, for bench/run.lua,
--- bench/profiler_depth.lua and bench/preempt.lua.
+-- bench/profiler_depth.lua, bench/preempt.lua and bench/busted.lua.
 --
 -- The machine is shared and its speed drifts by up to 2x over seconds, so
 -- modes are timed side by side: interleave runs them back to back in

@@ -500,16 +500,45 @@ static int build_stats (lua_State *L) {
   return 1;
 }
 
+/* ... list k -> ... list k+3: appends id, cpu_us, self_us */
+static void push_times (lua_State *L, int *k, int id, const pm_Stats *st) {
+  lua_pushinteger(L, id);
+  lua_rawseti(L, -2, ++*k);
+  lua_pushinteger(L, (lua_Integer)st->cpu.cpu_us); /* whole µs, as stats */
+  lua_rawseti(L, -2, ++*k);
+  lua_pushinteger(L, (lua_Integer)st->self.cpu_us);
+  lua_rawseti(L, -2, ++*k);
+}
+
+/* core.times() -> { 0, cpu_us, self_us, id, cpu_us, self_us, ... }: the
+** process's and each live group's CPU and self µs, as core.stats gives
+** them, in one flat list.  For a program that reads the totals between
+** every two short pieces of work (perfmon.busted, at every test): one
+** table, where core.stats makes four a group, and the garbage of which
+** would be collected in the work measured next. */
+static int build_times (lua_State *L) {
+  pm_State *S = lua_touserdata(L, 1);
+  int i, k = 0;
+  lua_createtable(L, 3 * (S->e.ngroups - S->e.ndead + 1), 0);
+  push_times(L, &k, 0, &S->e.process);
+  for (i = 0; i < S->e.ngroups; i++) {
+    pm_Group *g = S->e.groups[i];
+    if (!g->dead)
+      push_times(L, &k, g->id, &g->total);
+  }
+  return 1;
+}
+
 /* The tables are perfmon's own work, left out of every measure (they take
 ** milliseconds with thousands of groups): built protected, so that a
 ** memory error ends that too. */
-static int l_stats (lua_State *L) {
+static int snapshot_with (lua_State *L, lua_CFunction build) {
   pm_State *S = state(L);
   int lost = pm_hook_lost(L, S), status;
   pm_hook_settle(L, S);
   pm_sw_snapshot(&S->e);
   sweep(S);
-  lua_pushcfunction(L, build_stats);
+  lua_pushcfunction(L, build);
   lua_pushlightuserdata(L, S);
   lua_pushboolean(L, lost);
   pm_sw_own(&S->e, 1);
@@ -518,6 +547,14 @@ static int l_stats (lua_State *L) {
   if (status != LUA_OK)
     return lua_error(L);
   return 1;
+}
+
+static int l_stats (lua_State *L) {
+  return snapshot_with(L, build_stats);
+}
+
+static int l_times (lua_State *L) {
+  return snapshot_with(L, build_times);
 }
 
 /* core.fleet_publish(json, label): this state's entry on the process's
@@ -584,6 +621,18 @@ static int l_fleet_entries (lua_State *L) {
   if (!pm_fleet_each(push_entry, L))
     return luaL_error(L, "not enough memory");
   return 1;
+}
+
+/* core.counts() -> the monitors open, the nested loops open (0: the
+** host's loop) and whether an event is open in the current loop: what a
+** program may leave behind, for perfmon.busted to read around every test
+** without info()'s table */
+static int l_counts (lua_State *L) {
+  pm_State *S = state(L);
+  lua_pushinteger(L, S->e.monitors);
+  lua_pushinteger(L, S->e.loop);
+  lua_pushboolean(L, S->e.in_event[S->e.loop]);
+  return 3;
 }
 
 /* core.info() -> what perfmon runs on and holds */
@@ -1071,7 +1120,9 @@ static const luaL_Reg core_funcs[] = {{"group", l_group},
                                       {"open", l_open},
                                       {"close", l_close},
                                       {"stats", l_stats},
+                                      {"times", l_times},
                                       {"info", l_info},
+                                      {"counts", l_counts},
                                       {"fleet_publish", l_fleet_publish},
                                       {"fleet_entries", l_fleet_entries},
                                       {"event_begin", l_event_begin},

@@ -1,0 +1,127 @@
+--- perfmon.busted.ledger: the bookkeeping of perfmon.busted, which record
+-- (a test, a spec file) each stretch of a busted run's CPU time goes to.
+--
+-- One exact monitor spans the run.  The run is cut into stretches at its
+-- boundaries (a test's start, the end of its function, a file's start and
+-- end) by one read of the totals each (core.times: a snapshot's CPU and
+-- self µs alone), taken outside every event (the handler opens none), so
+-- that it includes everything up to that instant; the stretch since the
+-- last boundary goes to the record that was current.  A test's
+-- CPU time is the process's `cpu_us` over its stretch: the thread's CPU
+-- clock, which the group figures are shares of, so a group never spends
+-- more than its test.  No function of perfmon is replaced: a test's own
+-- events, monitors and snapshots are perfmon's, as without the handler.
+
+local perfmon = require("perfmon")
+local core = require("perfmon.loader")
+
+local M = {}
+
+local Ledger = {}
+Ledger.__index = Ledger
+
+--- A record: what a test or a spec file spent, cpu_us and per group.
+function M.record(fields)
+  fields.cpu_us, fields.groups = 0, {}
+  return fields
+end
+
+-- The core keeps each running total as a real number and gives it in
+-- whole µs (truncated), so the difference of two totals is off by less
+-- than 1 µs either way: a figure that cannot exceed another (a group's
+-- self time its inclusive time, a group's time the process's) may pass it
+-- by 1 µs.  That 1 µs is rounding, cut here at the source; more would be
+-- a defect of perfmon's, and is left to show.
+local function at_most(v, bound)
+  if v == bound + 1 then return bound end
+  return v
+end
+
+--- A group's CPU and self µs over a stretch, the differences of its
+-- totals, within bound (the process's µs over the same stretch).
+function M.delta(cpu, self, bound)
+  cpu = at_most(cpu, bound)
+  return cpu, at_most(self, cpu)
+end
+
+-- The totals at a boundary: core.times' flat list (id, cpu_us, self_us
+-- for the process, id 0, then each live group), and each id's position in
+-- it.  One table and its index, where a snapshot makes four tables a
+-- group: their garbage would be collected in the next test.
+local function read()
+  local list = core.times()
+  local at = {}
+  for i = 1, #list, 3 do at[list[i]] = i end
+  return { list = list, at = at }
+end
+
+-- The name and kind of group id, learnt from a snapshot the first time
+-- the group spends anything.
+function Ledger:describe(id)
+  local g = self.names[id]
+  if not g then
+    for gid, st in pairs(perfmon.snapshot().groups) do
+      self.names[gid] = self.names[gid] or { name = st.name, kind = st.kind }
+    end
+    -- collected between the read and the snapshot: a name that says so
+    g = self.names[id] or { name = ("group %d (gone before its name was read)"):format(id),
+      kind = "gone" }
+  end
+  return g
+end
+
+--- Calls fn(id, cpu_us, self_us) for each group that spent
+-- anything between the totals old and new, then returns the process's
+-- µs over the stretch.
+local function each(new, old, fn)
+  local l, ol, oat = new.list, old.list, old.at
+  local process = l[2] - ol[2]
+  for i = 4, #l, 3 do
+    local o = oat[l[i]]
+    local cpu, own = M.delta(l[i + 1] - (o and ol[o + 1] or 0),
+      l[i + 2] - (o and ol[o + 2] or 0), process)
+    if cpu > 0 then fn(l[i], cpu, own) end
+  end
+  return process
+end
+
+-- Adds the stretch from totals old to new to rec.
+function Ledger:charge(rec, new, old)
+  local groups = rec.groups
+  rec.cpu_us = rec.cpu_us + each(new, old, function(id, cpu, self_us)
+    local g = groups[id]
+    if not g then
+      local d = self:describe(id)
+      g = { name = d.name, kind = d.kind, cpu_us = 0, self_us = 0 }
+      groups[id] = g
+    end
+    g.cpu_us, g.self_us = g.cpu_us + cpu, g.self_us + self_us
+  end)
+end
+
+--- Opens the run's monitor; the run's stretches begin now.
+function M.open()
+  local mon = perfmon.monitor{ "jank" }
+  local first = read()
+  return setmetatable({ mon = mon, first = first, last = first, names = {} }, Ledger)
+end
+
+--- A boundary: the stretch since the last one goes to the current record
+-- (none: to no record), and rec (or none) is current from now on.
+function Ledger:switch(rec)
+  local now = read()
+  if self.current then self:charge(self.current, now, self.last) end
+  self.last, self.current = now, rec
+end
+
+--- The run so far: its CPU µs, and { [id] = {cpu_us, self_us} } of the
+-- groups that spent anything.
+function Ledger:total()
+  local spent = {}
+  local process = each(read(), self.first, function(id, cpu, self_us)
+    spent[id] = { cpu_us = cpu, self_us = self_us }
+  end)
+  return process, spent
+end
+
+return M
