@@ -207,6 +207,29 @@ describe("chunks", function()
     end)
   end)
 
+  it("frees the groups of chunks that die, event after event, without a snapshot", function()
+    -- a host that compiles a chunk per event (templates, formulas) under
+    -- "chunks" and never takes a snapshot (the watcher alone): each event
+    -- makes a chunk group, dead once Lua collects the chunk
+    local N = 20000
+    local mon <close> = perfmon.monitor{ "jank", "chunks" }
+    local most_groups, most_bytes, bytes_early = 0, 0, nil
+    for i = 1, N do
+      perfmon.event(function() assert(load("return " .. i))() end)
+      local info = perfmon.info()
+      most_groups = math.max(most_groups, info.groups + info.dead_groups)
+      most_bytes = math.max(most_bytes, info.bytes)
+      if i == N // 10 then bytes_early = info.bytes end
+    end
+    -- held: the chunks Lua has not collected yet, and at most as many dead
+    -- (a sweep comes at an event's end once the dead outnumber the
+    -- living); without the sweep, one group and about 750 bytes per event
+    assert(most_groups < N // 10, ("%d groups held after %d chunks"):format(most_groups, N))
+    assert(most_bytes < bytes_early + (1 << 20),
+      ("perfmon's memory grew from %d to %d bytes"):format(bytes_early, most_bytes))
+    mon:close()
+  end)
+
   it("says how it tells chunks apart", function()
     assert.is_true(perfmon.info().chunks == "prototype" or perfmon.info().chunks == "source")
     if os.getenv("PERFMON_PATH") == "public" then

@@ -56,13 +56,6 @@ static pm_Group *check_group (lua_State *L, int arg) {
   return pm_group_get(&state(L)->e, *id);
 }
 
-/* Frees dead groups, as perfmon's own work: charged to nobody. */
-static void sweep (pm_State *S) {
-  pm_sw_own(&S->e, 1);
-  pm_groups_sweep(&S->e, pm_hook_spare, S);
-  pm_sw_own(&S->e, 0);
-}
-
 /* A name field of the table at 1.  The core keeps names as C strings, so a
 ** NUL byte would cut one silently: it is refused. */
 static const char *field_string (lua_State *L, const char *key) {
@@ -103,8 +96,7 @@ static int l_group (lua_State *L) {
   library = field_boolean(L, "library");
   S = state(L);
   /* a host that makes groups and never takes a snapshot frees them too */
-  if (S->e.ndead >= 256 && 2 * S->e.ndead >= S->e.ngroups)
-    sweep(S);
+  pm_hook_sweep(S, 1);
   g = pm_group_new(&S->e, name, kind, library);
   if (g == NULL)
     return (nomem(L), 0);
@@ -537,7 +529,7 @@ static int snapshot_with (lua_State *L, lua_CFunction build) {
   int lost = pm_hook_lost(L, S), status;
   pm_hook_settle(L, S);
   pm_sw_snapshot(&S->e);
-  sweep(S);
+  pm_hook_sweep(S, 0);
   lua_pushcfunction(L, build);
   lua_pushlightuserdata(L, S);
   lua_pushboolean(L, lost);
