@@ -34,8 +34,8 @@ describe("perfmon.fleet", function()
 
   it("refuses what is not a snapshot or a label", function()
     assert.has_error(function() fleet.publish(42) end,
-      "bad argument #1 to 'publish' (snapshot expected, got number)")
+      "bad argument #1 to 'perfmon.fleet.publish' (snapshot expected, got number)")
     assert.has_error(function() fleet.publish(perfmon.snapshot(), 7) end,
-      "bad argument #2 to 'publish' (string expected, got number)")
+      "bad argument #2 to 'perfmon.fleet.publish' (string expected, got number)")
   end)
 end)

@@ -232,9 +232,9 @@ describe("perfmon.openmetrics", function()
     local mon <close> = perfmon.monitor{ "ticks" }
     local snap = mon:snapshot()
     local function err(...) return error_of(perfmon.openmetrics, ...) end
-    assert.matches("bad argument #1 to 'openmetrics' %(snapshot expected, got nil%)", err(nil))
-    assert.matches("bad argument #1 to 'openmetrics' %(snapshot expected, got table%)", err({}))
-    assert.matches("bad argument #2 to 'openmetrics' %(table expected, got string%)", err(snap, "x"))
+    assert.matches("bad argument #1 to 'perfmon.openmetrics' %(snapshot expected, got nil%)", err(nil))
+    assert.matches("bad argument #1 to 'perfmon.openmetrics' %(snapshot expected, got table%)", err({}))
+    assert.matches("bad argument #2 to 'perfmon.openmetrics' %(table expected, got string%)", err(snap, "x"))
     assert.matches("unknown option 'prefx' %(options: labels, prefix%)", err(snap, { prefx = "a" }))
     assert.matches("option 'prefix': string expected, got number", err(snap, { prefix = 1 }))
     assert.matches("option 'prefix': \"1a_\" is not the start of a metric name", err(snap, { prefix = "1a_" }))

@@ -48,7 +48,7 @@ describe("a sampled monitor", function()
     for _, bad in ipairs { "precise", "", "sampled\0x", 42, true } do
       local ok, err = pcall(perfmon.monitor, { "jank", mode = bad })
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'monitor' %(mode \"exact\" or \"sampled\" expected, got ", err)
+      assert.matches("bad argument #1 to 'perfmon.monitor' %(mode \"exact\" or \"sampled\" expected, got ", err)
     end
     assert.equals(0, core.info().sampled_monitors)
   end)
@@ -440,7 +440,7 @@ describe("a sampled monitor", function()
     for _, bad in ipairs { 99, 1000001, 0, -4000, 1.5, "4000", true, {} } do
       local ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", rate_us = bad })
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'monitor' %(rate_us: an integer in %[100, 1000000%] expected, got ", err)
+      assert.matches("bad argument #1 to 'perfmon.monitor' %(rate_us: an integer in %[100, 1000000%] expected, got ", err)
     end
     local ok, err = pcall(perfmon.monitor, { "jank", rate_us = 1000 })
     assert.is_false(ok)
