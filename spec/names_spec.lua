@@ -112,7 +112,7 @@ describe("names", function()
     end)
 
     it("refuses what is not a string", function()
-      raises(function() text.utf8(nil) end, { "bad argument #1 to 'utf8'", "string expected" })
+      raises(function() text.utf8(nil) end, { "bad argument #1 to 'perfmon.text.utf8'", "string expected" })
     end)
   end)
 

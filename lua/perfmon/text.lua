@@ -19,7 +19,7 @@ local FFFD = "\u{FFFD}" -- the replacement character
 -- U+10FFFF.
 function text.utf8(s)
   if type(s) ~= "string" then
-    args.error(1, "utf8", "string expected, got " .. type(s))
+    args.error(1, "perfmon.text.utf8", "string expected, got " .. type(s))
   end
   local _, bad = utf8.len(s)
   if not bad then return s end -- the common case: one pass in C
