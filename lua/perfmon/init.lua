@@ -144,10 +144,19 @@ local function stats_minus(new, old)
   return d
 end
 
--- A group's identity across states: its kind and name, in a key no two
--- (kind, name) pairs share, whatever bytes they hold.
+-- A group's identity across states: its kind and name as perfmon.json
+-- writes them (valid UTF-8: a snapshot read back pairs with the one that
+-- was written), in a key no two (kind, name) pairs share, whatever bytes
+-- they hold.
 local function group_key(st)
-  return #st.kind .. ":" .. st.kind .. st.name
+  local kind = text.utf8(st.kind)
+  return #kind .. ":" .. kind .. text.utf8(st.name)
+end
+
+-- Whether two groups of one id are one group: the same kind and name, as
+-- written.
+local function same_group(a, b)
+  return (a.kind == b.kind and a.name == b.name) or group_key(a) == group_key(b)
 end
 
 --- What happened between older and self: same shape; a group new since
@@ -171,7 +180,7 @@ function Snapshot:subtract(older)
       local old = older.groups[id]
       -- ids are never reused within a state: another group under this id
       -- is another state's
-      if old and (old.kind ~= st.kind or old.name ~= st.name) then
+      if old and not same_group(old, st) then
         arg_error(1, "snapshot:subtract", ("group %d is %s %q here but %s %q there: snapshots "
           .. "of two states pair by kind and name once merged (perfmon.merge)"):format(
           id, st.kind, st.name, old.kind, old.name))
