@@ -329,19 +329,19 @@ end
 -- A snapshot read back from JSON: every field checked, as it may come from
 -- another process, another version, or a file someone edited.  The checks
 -- raise the bare message; snapshot_from_json says whose argument it was.
--- A field is named as where .. "." .. key, built only for a message.
-local function json_error(where, key, msg)
-  error(("%s%s %s"):format(where, key and ("." .. key) or "", msg), 0)
+-- A field is named as where.key[i], built only for a message.
+local function json_error(where, key, msg, i)
+  error(("%s%s%s %s"):format(where, key and ("." .. key) or "", i and ("[%d]"):format(i) or "", msg), 0)
 end
 
 -- Integers come back exactly (text.decode); a float is taken where it is
 -- a whole number that a double holds exactly (1e3: 1000).
-local function json_int(v, where, key)
+local function json_int(v, where, key, i)
   if math.type(v) == "integer" then return v end
   local n = math.type(v) == "float" and v == v // 1 and math.abs(v) <= 2 ^ 53 and math.tointeger(v)
   if not n then
     json_error(where, key, ("must be a whole number, got %s"):format(
-      math.type(v) and tostring(v) or v == text.null and "null" or type(v)))
+      math.type(v) and tostring(v) or v == text.null and "null" or type(v)), i)
   end
   return n
 end
@@ -367,7 +367,7 @@ local function json_list(v, where, key, len)
     json_error(where, key, "must be a list" .. (len and (" of %d numbers"):format(len) or ""))
   end
   local out = {}
-  for i = 1, #v do out[i] = json_int(v[i], where, ("%s[%d]"):format(key, i)) end
+  for i = 1, #v do out[i] = json_int(v[i], where, key, i) end
   return out
 end
 
