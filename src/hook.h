@@ -122,7 +122,8 @@ void pm_hook_spare (void *S); /* a pm_State */
 ** the allocator wrapper.  With due, only once the dead are 256 or more and
 ** outnumber the living: a host whose groups come and go by the thousand
 ** (groups made and dropped, a chunk compiled per event under "chunks")
-** keeps its memory flat, each sweep's cost in proportion to what it frees. */
+** keeps its memory flat; a sweep walks every group, half of them dead or
+** more. */
 void pm_hook_sweep (pm_State *S, int due);
 void pm_hook_close (pm_State *S); /* lua_close */
 
