@@ -6,6 +6,11 @@
 --                  and snapshot time every tenth of the way
 --   chunks N       N chunks loaded, run and dropped under the chunks probe:
 --                  perfmon's memory and RSS before and after
+--   per_event N    a chunk compiled and run in each of N events under the
+--                  chunks probe, and never a snapshot (a template engine
+--                  watched by the watcher alone): perfmon's groups (live
+--                  and dead) and memory every tenth of the way, then how
+--                  long the first snapshot takes
 local perfmon = require("perfmon")
 
 local SRC = "local x = 0 return function(n) for _ = 1, n do x = x + 1 end return x end"
@@ -105,6 +110,26 @@ function bench.chunks(n)
   print(("%7d    dropped     %9d %12d %8d"):format(n, g2, b2 // 1024, r2))
 end
 
+function bench.per_event(n)
+  n = assert(math.tointeger(tonumber(n)), "per_event: N must be an integer")
+  local mon <close> = perfmon.monitor{ "jank", "chunks" }
+  full_gc()
+  local most = 0
+  print("events   groups held   most held   perfmon KB   RSS KB")
+  for i = 1, n do
+    perfmon.event(function() assert(load("return " .. i, "=template " .. i))() end)
+    local info = perfmon.info()
+    most = math.max(most, info.groups + info.dead_groups)
+    if i % (n // 10) == 0 then
+      print(("%6d %13d %11d %12d %8d"):format(i, info.groups + info.dead_groups, most,
+        info.bytes // 1024, rss_kb()))
+    end
+  end
+  local t0 = os.clock()
+  mon:snapshot()
+  print(("first snapshot: %.2f ms"):format((os.clock() - t0) * 1000))
+end
+
 local what = arg[1]
-assert(bench[what], "usage: groups.lua live N... | churn S P | chunks N")
+assert(bench[what], "usage: groups.lua live N... | churn S P | chunks N | per_event N")
 bench[what](table.unpack(arg, 2))

@@ -142,8 +142,10 @@ local function check_snapshot(snap, allow_negative)
   end
 end
 
--- Every value of `new` is >= the same value of `old`.
-local function assert_monotonic(old, new)
+-- Every value of `new` is >= the same value of `old`; a group of `old`
+-- gone from `new` died between them (another spec's, its handle
+-- collected), unless it is one of `alive`.
+local function assert_monotonic(old, new, alive)
   assert(new.time >= old.time, "time went back")
   local function cmp(o, n, where)
     for _, f in ipairs(STAT_FIELDS) do
@@ -154,9 +156,11 @@ local function assert_monotonic(old, new)
     end
   end
   cmp(old.process, new.process, "process")
+  for _, g in ipairs(alive) do
+    assert(new.groups[g.id], "group " .. g.id .. " disappeared")
+  end
   for id, st in pairs(old.groups) do
-    assert(new.groups[id], "group " .. id .. " disappeared")
-    cmp(st, new.groups[id], "groups[" .. id .. "]")
+    if new.groups[id] then cmp(st, new.groups[id], "groups[" .. id .. "]") end
   end
 end
 
@@ -615,11 +619,11 @@ describe("perfmon API", function()
 
       local m2 <close> = perfmon.monitor{ "jank", "ticks", "blocking" }
       local s2 = m2:snapshot()
-      assert_monotonic(s1, s2)
+      assert_monotonic(s1, s2, { g })
       local spent, n = 0, 0
       perfmon.event(function() spent, n = burn(p.work, 20) end)
       local s3 = m2:snapshot()
-      assert_monotonic(s2, s3)
+      assert_monotonic(s2, s3, { g })
       assert.equals(s1.groups[g.id].ticks + n, s3.groups[g.id].ticks)
       assert_near(s3.groups[g.id].cpu_us - s1.groups[g.id].cpu_us, spent)
     end)
@@ -883,7 +887,7 @@ describe("perfmon API", function()
       local line = debug.getinfo(1, "l").currentline + 1
       local ok, err = pcall(function() perfmon.event(setmetatable({}, {})) end)
       assert.is_false(ok)
-      assert.matches("api_spec.lua:" .. line .. ": bad argument #1 to 'event' %(function expected, got table%)", err)
+      assert.matches("api_spec.lua:" .. line .. ": bad argument #1 to 'perfmon.event' %(function expected, got table%)", err)
       line = debug.getinfo(1, "l").currentline + 2
       perfmon.event_begin()
       ok, err = pcall(function() perfmon.event(print) end)
@@ -1026,41 +1030,90 @@ describe("perfmon API", function()
 
     -- { call, function, patterns the message must contain }
     local cases = {
-      { "group(nil)", function() perfmon.group(nil) end, { "bad argument #1 to 'group'", "table expected" } },
-      { "group(\"x\")", function() perfmon.group("x") end, { "bad argument #1 to 'group'", "table expected" } },
-      { "group{name=1}", function() perfmon.group{ name = 1 } end, { "bad argument #1 to 'group'", "name", "string" } },
-      { "group{name=1,kind=\"plugin\"}", function() perfmon.group{ name = 1, kind = "plugin" } end, { "bad argument #1 to 'group'", "name", "string" } },
-      { "group{name=\"a\"}", function() perfmon.group{ name = "a" } end, { "bad argument #1 to 'group'", "kind", "string" } },
-      { "group{name=\"\",kind=\"x\"}", function() perfmon.group{ name = "", kind = "x" } end, { "bad argument #1 to 'group'", "name", "empty" } },
-      { "attach(nil, g)", function() perfmon.attach(nil, g) end, { "bad argument #1 to 'attach'", "table expected" } },
-      { "attach({}, \"notagroup\")", function() perfmon.attach({}, "notagroup") end, { "bad argument #2 to 'attach'", "group expected" } },
-      { "attach({}, {})", function() perfmon.attach({}, {}) end, { "bad argument #2 to 'attach'", "group expected" } },
-      { "attach({})", function() perfmon.attach({}) end, { "bad argument #2 to 'attach'", "group expected" } },
-      { "detach(nil, g)", function() perfmon.detach(nil, g) end, { "bad argument #1 to 'detach'", "table expected" } },
-      { "detach({}, \"notagroup\")", function() perfmon.detach({}, "notagroup") end, { "bad argument #2 to 'detach'", "group expected" } },
-      { "detach({}, {})", function() perfmon.detach({}, {}) end, { "bad argument #2 to 'detach'", "group expected" } },
-      { "load(123, ...)", function() perfmon.load(123, "=x", env, g) end, { "bad argument #1 to 'load'", "string" } },
-      { "load(\"x\", 5, env)", function() perfmon.load("x", 5, env) end, { "bad argument #2 to 'load'", "string expected" } },
-      { "load(\"return 1\", \"=x\", nil)", function() perfmon.load("return 1", "=x", nil) end, { "bad argument #3 to 'load'", "table expected" } },
-      { "load(..., env, \"notagroup\")", function() perfmon.load("return 1", "=x", env, "notagroup") end, { "bad argument #4 to 'load'", "group expected" } },
-      { "loadfile(nil)", function() perfmon.loadfile(nil) end, { "bad argument #1 to 'loadfile'", "string expected" } },
-      { "loadfile(path, nil)", function() perfmon.loadfile("/nonexistent.lua", nil) end, { "bad argument #2 to 'loadfile'", "table expected" } },
-      { "loadfile(path, env, {})", function() perfmon.loadfile("/nonexistent.lua", env, {}) end, { "bad argument #3 to 'loadfile'", "group expected" } },
-      { "monitor(nil)", function() perfmon.monitor(nil) end, { "bad argument #1 to 'monitor'", "table" } },
-      { "monitor{}", function() perfmon.monitor{} end, { "bad argument #1 to 'monitor'", "probe" } },
-      { "monitor{\"nope\"}", function() perfmon.monitor{ "nope" } end, { "bad argument #1 to 'monitor'", "nope" } },
-      { "monitor{1}", function() perfmon.monitor{ 1 } end, { "bad argument #1 to 'monitor'", "probe" } },
-      { "monitor{\"ticks\", \"nope\"}", function() perfmon.monitor{ "ticks", "nope" } end, { "bad argument #1 to 'monitor'", "nope" } },
-      { "monitor{\"jank\\0x\"}", function() perfmon.monitor{ "jank\0x" } end, { "bad argument #1 to 'monitor'", "unknown probe" } },
-      { "snap:subtract(nil)", function() snap:subtract(nil) end, { "bad argument #1 to 'subtract'", "snapshot expected" } },
-      { "snap:subtract({})", function() snap:subtract({}) end, { "bad argument #1 to 'subtract'", "snapshot expected" } },
-      { "json(nil)", function() perfmon.json(nil) end, { "bad argument #1 to 'json'", "snapshot expected" } },
-      { "json({})", function() perfmon.json({}) end, { "bad argument #1 to 'json'", "snapshot expected" } },
-      { "event(nil)", function() perfmon.event(nil) end, { "bad argument #1 to 'event'", "function expected" } },
-      { "event(42)", function() perfmon.event(42) end, { "bad argument #1 to 'event'", "function expected" } },
-      { "nested_loop(\"x\")", function() perfmon.nested_loop("x") end, { "bad argument #1 to 'nested_loop'", "function expected" } },
-      { "blocking({})", function() perfmon.blocking({}) end, { "bad argument #1 to 'blocking'", "function expected" } },
+      { "group(nil)", function() perfmon.group(nil) end, { "bad argument #1 to 'perfmon.group'", "table expected" } },
+      { "group(\"x\")", function() perfmon.group("x") end, { "bad argument #1 to 'perfmon.group'", "table expected" } },
+      { "group{name=1}", function() perfmon.group{ name = 1 } end, { "bad argument #1 to 'perfmon.group'", "name", "string" } },
+      { "group{name=1,kind=\"plugin\"}", function() perfmon.group{ name = 1, kind = "plugin" } end, { "bad argument #1 to 'perfmon.group'", "name", "string" } },
+      { "group{name=\"a\"}", function() perfmon.group{ name = "a" } end, { "bad argument #1 to 'perfmon.group'", "kind", "string" } },
+      { "group{name=\"\",kind=\"x\"}", function() perfmon.group{ name = "", kind = "x" } end, { "bad argument #1 to 'perfmon.group'", "name", "empty" } },
+      { "attach(nil, g)", function() perfmon.attach(nil, g) end, { "bad argument #1 to 'perfmon.attach'", "table expected" } },
+      { "attach({}, \"notagroup\")", function() perfmon.attach({}, "notagroup") end, { "bad argument #2 to 'perfmon.attach'", "group expected" } },
+      { "attach({}, {})", function() perfmon.attach({}, {}) end, { "bad argument #2 to 'perfmon.attach'", "group expected" } },
+      { "attach({})", function() perfmon.attach({}) end, { "bad argument #2 to 'perfmon.attach'", "group expected" } },
+      { "detach(nil, g)", function() perfmon.detach(nil, g) end, { "bad argument #1 to 'perfmon.detach'", "table expected" } },
+      { "detach({}, \"notagroup\")", function() perfmon.detach({}, "notagroup") end, { "bad argument #2 to 'perfmon.detach'", "group expected" } },
+      { "detach({}, {})", function() perfmon.detach({}, {}) end, { "bad argument #2 to 'perfmon.detach'", "group expected" } },
+      { "load(123, ...)", function() perfmon.load(123, "=x", env, g) end, { "bad argument #1 to 'perfmon.load'", "string" } },
+      { "load(\"x\", 5, env)", function() perfmon.load("x", 5, env) end, { "bad argument #2 to 'perfmon.load'", "string expected" } },
+      { "load(\"return 1\", \"=x\", nil)", function() perfmon.load("return 1", "=x", nil) end, { "bad argument #3 to 'perfmon.load'", "table expected" } },
+      { "load(..., env, \"notagroup\")", function() perfmon.load("return 1", "=x", env, "notagroup") end, { "bad argument #4 to 'perfmon.load'", "group expected" } },
+      { "loadfile(nil)", function() perfmon.loadfile(nil) end, { "bad argument #1 to 'perfmon.loadfile'", "string expected" } },
+      { "loadfile(path, nil)", function() perfmon.loadfile("/nonexistent.lua", nil) end, { "bad argument #2 to 'perfmon.loadfile'", "table expected" } },
+      { "loadfile(path, env, {})", function() perfmon.loadfile("/nonexistent.lua", env, {}) end, { "bad argument #3 to 'perfmon.loadfile'", "group expected" } },
+      { "monitor(nil)", function() perfmon.monitor(nil) end, { "bad argument #1 to 'perfmon.monitor'", "table" } },
+      { "monitor{}", function() perfmon.monitor{} end, { "bad argument #1 to 'perfmon.monitor'", "probe" } },
+      { "monitor{\"nope\"}", function() perfmon.monitor{ "nope" } end, { "bad argument #1 to 'perfmon.monitor'", "nope" } },
+      { "monitor{1}", function() perfmon.monitor{ 1 } end, { "bad argument #1 to 'perfmon.monitor'", "probe" } },
+      { "monitor{\"ticks\", \"nope\"}", function() perfmon.monitor{ "ticks", "nope" } end, { "bad argument #1 to 'perfmon.monitor'", "nope" } },
+      { "monitor{\"jank\\0x\"}", function() perfmon.monitor{ "jank\0x" } end, { "bad argument #1 to 'perfmon.monitor'", "unknown probe" } },
+      { "snap:subtract(nil)", function() snap:subtract(nil) end, { "bad argument #1 to 'snapshot:subtract'", "snapshot expected" } },
+      { "snap:subtract({})", function() snap:subtract({}) end, { "bad argument #1 to 'snapshot:subtract'", "snapshot expected" } },
+      { "json(nil)", function() perfmon.json(nil) end, { "bad argument #1 to 'perfmon.json'", "snapshot expected" } },
+      { "json({})", function() perfmon.json({}) end, { "bad argument #1 to 'perfmon.json'", "snapshot expected" } },
+      { "event(nil)", function() perfmon.event(nil) end, { "bad argument #1 to 'perfmon.event'", "function expected" } },
+      { "event(42)", function() perfmon.event(42) end, { "bad argument #1 to 'perfmon.event'", "function expected" } },
+      { "nested_loop(\"x\")", function() perfmon.nested_loop("x") end, { "bad argument #1 to 'perfmon.nested_loop'", "function expected" } },
+      { "blocking({})", function() perfmon.blocking({}) end, { "bad argument #1 to 'perfmon.blocking'", "function expected" } },
+      -- option tables: an unknown field is an error, never ignored
+      { "group{kindd=...}", function() perfmon.group{ name = "a", kindd = "plugin" } end,
+        { "bad argument #1 to 'perfmon.group'", 'unknown field "kindd" (fields: name, kind, library)' } },
+      { "group{..., [1]=...}", function() perfmon.group{ "a", name = "a", kind = "plugin" } end,
+        { "bad argument #1 to 'perfmon.group'", "unknown field [1]" } },
+      { "group{name=\"a\"}: kind is required", function() perfmon.group{ name = "a" } end,
+        { "bad argument #1 to 'perfmon.group'", "field 'kind' is required (a string)" } },
+      { "group{..., library=1}", function() perfmon.group{ name = "a", kind = "plugin", library = 1 } end,
+        { "bad argument #1 to 'perfmon.group'", "field 'library' must be a boolean, got number" } },
+      { "monitor{..., rate=1}", function() perfmon.monitor{ "jank", rate = 1 } end,
+        { "bad argument #1 to 'perfmon.monitor'", 'unknown field "rate" (a list, and fields: mode, rate_us)' } },
+      { "monitor{\"jank\", nil, \"ticks\"}", function() perfmon.monitor{ "jank", nil, "ticks" } end,
+        { "bad argument #1 to 'perfmon.monitor'", "unknown field [3]" } },
+      -- types are not converted: a number is no prefix
+      { "attach_source(42, g)", function() perfmon.attach_source(42, g) end,
+        { "bad argument #1 to 'perfmon.attach_source'", "string expected, got number" } },
+      { "detach_source(42, g)", function() perfmon.detach_source(42, g) end,
+        { "bad argument #1 to 'perfmon.detach_source'", "string expected, got number" } },
+      { "animation(1)", function() perfmon.animation(1) end,
+        { "bad argument #1 to 'perfmon.animation'", "boolean expected, got number" } },
+      { "merge(nil)", function() perfmon.merge(nil) end,
+        { "bad argument #1 to 'perfmon.merge'", "list of snapshots expected" } },
+      { "snapshot_from_json(nil)", function() perfmon.snapshot_from_json(nil) end,
+        { "bad argument #1 to 'perfmon.snapshot_from_json'", "string expected" } },
+      { "openmetrics(nil)", function() perfmon.openmetrics(nil) end,
+        { "bad argument #1 to 'perfmon.openmetrics'", "snapshot expected" } },
+      { "snap.subtract(snap)", function() snap.subtract(snap) end,
+        { "bad argument #1 to 'snapshot:subtract'", "snapshot expected, got nil" } },
     }
+
+    it("names the public function however it is called", function()
+      -- Lua's own name for a C function depends on the call: the field
+      -- ("group"), a local's name, or where package.loaded holds it
+      -- ("perfmon.core.group"); perfmon's messages name the function as
+      -- the API does
+      local group, attach = perfmon.group, perfmon.attach
+      local core = require("perfmon.core")
+      for _, f in ipairs{
+        function() perfmon.group{ name = 1 } end,
+        function() group{ name = 1 } end,
+        function() core.group{ name = 1 } end,
+      } do
+        assert.matches("bad argument #1 to 'perfmon.group' %(field 'name' must be a string, got number%)", error_of(f))
+      end
+      for _, f in ipairs{ attach, core.attach, perfmon.attach } do
+        local ok, err = pcall(f, {}, 1) -- called by pcall: Lua has no name for it
+        assert.is_false(ok)
+        assert.matches("bad argument #2 to 'perfmon.attach' (perfmon.group expected, got number)", err, 1, true)
+      end
+    end)
 
     local function check_case(case)
       local call, f, patterns = case[1], case[2], case[3]
@@ -1144,7 +1197,7 @@ describe("perfmon API", function()
       perfmon.attach(env, groups[31])           -- attached already: not a 32nd
       local extra = perfmon.group{ name = "many-32", kind = "layer" }
       local err = error_of(function() perfmon.attach(env, extra) end)
-      assert.truthy(err:find("bad argument #1 to 'attach'", 1, true), err)
+      assert.truthy(err:find("bad argument #1 to 'perfmon.attach'", 1, true), err)
       assert.truthy(err:find("31", 1, true), err)
       assert.is_false(perfmon.detach(env, extra))  -- the failed attach changed nothing
 

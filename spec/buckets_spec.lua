@@ -35,17 +35,17 @@ describe("perfmon.buckets", function()
 
   it("rejects bad arguments, naming them", function()
     assert.has_error(function() buckets.longest(nil) end,
-      "bad argument #1 to 'longest' (durations histogram expected, got nil)")
+      "bad argument #1 to 'perfmon.buckets.longest' (durations histogram expected, got nil)")
     assert.has_error(function() buckets.histogram{ 1, "2" } end,
-      "bad argument #1 to 'histogram' (durations histogram expected, its [2] is string)")
+      "bad argument #1 to 'perfmon.buckets.histogram' (durations histogram expected, its [2] is string)")
     assert.has_error(function() buckets.longest{ 1, {} } end,
-      "bad argument #1 to 'longest' (durations histogram expected, its [2] is table)")
+      "bad argument #1 to 'perfmon.buckets.longest' (durations histogram expected, its [2] is table)")
     assert.equals("1-2:1 2-4:2", buckets.histogram{ 3.0, 2.0 }) -- counts read from JSON
     assert.has_error(function() buckets.name(1.5) end,
-      "bad argument #1 to 'name' (bucket number (integer 0..62) expected, got 1.5)")
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..62) expected, got 1.5)")
     assert.has_error(function() buckets.name(-1) end,
-      "bad argument #1 to 'name' (bucket number (integer 0..62) expected, got -1)")
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..62) expected, got -1)")
     assert.has_error(function() buckets.name("3") end,
-      "bad argument #1 to 'name' (bucket number (integer 0..62) expected, got string)")
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..62) expected, got string)")
   end)
 end)

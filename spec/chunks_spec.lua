@@ -207,6 +207,37 @@ describe("chunks", function()
     end)
   end)
 
+  it("frees the groups of chunks that die, event after event, without a snapshot", function()
+    -- a host that compiles a chunk per event (templates, formulas) under
+    -- "chunks" and never takes a snapshot (the watcher alone): each event
+    -- makes a chunk group, dead once Lua collects the chunk (a full
+    -- collection every 500 events, so that when they die is the spec's,
+    -- not the collector's pace in a heap other specs left)
+    collectgarbage()
+    local base = perfmon.info()
+    local live0 = base.groups -- other specs' groups still alive in this state
+    local N = math.max(20000, 4 * live0)
+    local mon <close> = perfmon.monitor{ "jank", "chunks" }
+    local most_groups, most_bytes = 0, 0
+    for i = 1, N do
+      perfmon.event(function() assert(load("return " .. i))() end)
+      if i % 500 == 0 then collectgarbage() end
+      local info = perfmon.info()
+      most_groups = math.max(most_groups, info.groups + info.dead_groups)
+      most_bytes = math.max(most_bytes, info.bytes)
+    end
+    -- a sweep comes at an event's end once the dead are 256 or more and
+    -- outnumber the living: at most max(256, living) dead, and the chunks
+    -- of the last 500 events; without it, every one of the N chunks' groups
+    -- (about 750 bytes each)
+    local bound = 2 * live0 + 256 + 500 + 64
+    assert(most_groups <= bound, ("%d groups held after %d chunks (at most %d: %d alive before)")
+      :format(most_groups, N, bound, live0))
+    assert(most_bytes - base.bytes <= (bound - live0) * 1024,
+      ("perfmon's memory grew from %d to %d bytes"):format(base.bytes, most_bytes))
+    mon:close()
+  end)
+
   it("says how it tells chunks apart", function()
     assert.is_true(perfmon.info().chunks == "prototype" or perfmon.info().chunks == "source")
     if os.getenv("PERFMON_PATH") == "public" then

@@ -55,6 +55,48 @@ describe("perfmon.text.json", function()
   end)
 end)
 
+describe("perfmon.text.decode", function()
+  it("reads back what text.json wrote, every integer exact", function()
+    local v = { a = text.array{ (1 << 53) + 1, math.maxinteger, math.mininteger, 0, -1 },
+      b = { c = "q\"b\\s/n\nt\tc\1\127é😀", d = text.array{ true, false, text.null } }, e = 0.1, f = 1e300 }
+    local back = text.decode(text.json(v))
+    for i, n in ipairs(v.a) do
+      assert.are.equal(n, back.a[i])
+      assert.are.equal("integer", math.type(back.a[i]))
+    end
+    assert.are.equal(v.b.c, back.b.c)
+    assert.are.same({ true, false, text.null }, back.b.d)
+    assert.are.equal(0.1, back.e)
+    assert.are.equal(1e300, back.f)
+    -- lua-cjson reads numbers as doubles: the reason text.decode exists
+    assert.are_not.equal((1 << 53) + 1, math.tointeger(cjson.decode("[9007199254740993]")[1]))
+  end)
+
+  it("reads escapes: \\u with surrogate pairs, and NUL as a byte", function()
+    assert.are.equal("é😀\0/\b\f", text.decode('"\\u00e9\\ud83d\\ude00\\u0000\\/\\b\\f"'))
+  end)
+
+  it("refuses what is not JSON, saying what and where", function()
+    for _, c in ipairs{
+      { "0x10", "invalid number at byte 1" }, { "[NaN]", "unexpected NaN at byte 2" },
+      { "01", "invalid number at byte 1" }, { "1.", "invalid number at byte 1" }, { "+1", 'unexpected "+" at byte 1' },
+      { "[1,]", 'unexpected "]" at byte 4' }, { '{"a":1,"a":2}', 'key "a" twice' },
+      { '{"a" 1}', "':' expected at byte 6" }, { "[1 2]", "',' or ']' expected at byte 4" },
+      { '"\\ud800"', "lone surrogate at byte 2" }, { '"\\x"', "invalid escape at byte 2" },
+      { '"a\nb"', "control character in a string at byte 3" }, { '"ab', "unfinished string at byte 1" },
+      { "\255", "invalid UTF-8 at byte 1" }, { "", "unexpected end at byte 1" },
+      { "1 2", "text after the value at byte 3" },
+      { ("["):rep(100), "nested too deep" },
+    } do
+      local ok, err = pcall(text.decode, c[1])
+      assert.is_false(ok, c[1])
+      assert.is_truthy(err:find(c[2], 1, true), ("%q: %s"):format(c[1], err))
+    end
+    assert.has_error(function() text.decode(42) end,
+      "bad argument #1 to 'perfmon.text.decode' (string expected, got number)")
+  end)
+end)
+
 describe("the Gecko export", function()
   it("writes the lists of a profile with no sample as []", function()
     local d = {

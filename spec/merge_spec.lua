@@ -6,6 +6,7 @@
 -- that beside its snapshot's JSON.
 
 local perfmon = require("perfmon")
+local text = require("perfmon.text")
 local truth = require("spec.support.truth")
 
 -- A child: loads plugins "spell" (ms_spell per event) and "lint" (1 ms per
@@ -55,15 +56,30 @@ local function by_name(snap, name)
   error("no group " .. name)
 end
 
+-- snap with its names as perfmon.json writes them, valid UTF-8 (another
+-- spec's group alive in this state may have a name that is not).
+local function as_written(snap)
+  for _, st in pairs(snap.groups) do st.name, st.kind = text.utf8(st.name), text.utf8(st.kind) end
+  return snap
+end
+
 describe("snapshots across processes", function()
   it("reads back what perfmon.json wrote: the same snapshot", function()
     local g = perfmon.group{ name = "here", kind = "plugin" }
+    local bad = perfmon.group{ name = "not \xffUTF-8", kind = "plugin" }
     local mon <close> = perfmon.monitor{ "jank", "ticks", "memory" }
     local f = assert(perfmon.load("return {}", "=here", setmetatable({}, { __index = _G }), g))
     perfmon.event(f)
     local snap = mon:snapshot()
     local back = perfmon.snapshot_from_json(perfmon.json(snap))
-    assert.is_true(back:equals(snap))
+    assert.are.equal("not \u{FFFD}UTF-8", back.groups[bad.id].name)
+    -- subtracted from the snapshot it was written from, each group pairs
+    -- with its own, whatever bytes its name had
+    for id, st in pairs(back:subtract(snap).groups) do
+      assert.are.equal(0, st.ticks, id)
+      assert.are.equal(0, st.cpu_us, id)
+    end
+    assert.is_true(back:equals(as_written(snap)))
     assert.is_true(back:subtract(snap):equals(snap:subtract(snap)))
     assert.are.equal(perfmon.openmetrics(snap), perfmon.openmetrics(back))
   end)
@@ -101,14 +117,117 @@ describe("snapshots across processes", function()
     local back = perfmon.snapshot_from_json(older)
     assert.are.equal(0, back.process.samples)
     assert.are.equal(0, back.groups[g.id].self_samples)
-    assert.is_true(back:equals(snap)) -- an exact monitor's are 0 anyway
+    -- every other figure as written (the process's samples are totals
+    -- since the state began: a sampled monitor run before counted some)
+    snap.process.samples, snap.process.self_samples = 0, 0
+    for _, st in pairs(snap.groups) do st.samples, st.self_samples = 0, 0 end
+    assert.is_true(back:equals(as_written(snap)))
+  end)
+
+  it("pairs a merged snapshot with a state's own by kind and name", function()
+    local ga = perfmon.group{ name = "mix a", kind = "plugin" }
+    local gb = perfmon.group{ name = "mix b", kind = "plugin" }
+    local env_a, env_b = setmetatable({}, { __index = _G }), setmetatable({}, { __index = _G })
+    local fa = assert(perfmon.load("local t = os.clock() + 0.002 while os.clock() < t do end", "=mix a", env_a, ga))
+    local fb = assert(perfmon.load("local t = os.clock() + 0.002 while os.clock() < t do end", "=mix b", env_b, gb))
+    local mon <close> = perfmon.monitor{ "jank", "ticks" }
+    perfmon.event(fa)
+    local before = mon:snapshot()
+    perfmon.event(fb)
+    perfmon.event(fb)
+    local after = mon:snapshot()
+    -- merged and not, in either order: each group's own figures
+    for _, d in ipairs{ perfmon.merge{ after }:subtract(before), after:subtract(perfmon.merge{ before }) } do
+      assert.is_true(d.merged)
+      local want = after:subtract(before)
+      for _, st in pairs(d.groups) do
+        if st.name == "mix a" or st.name == "mix b" then
+          local g = st.name == "mix a" and ga or gb
+          assert.are.equal(want.groups[g.id].ticks, st.ticks, st.name)
+          assert.are.equal(want.groups[g.id].cpu_us, st.cpu_us, st.name)
+        end
+      end
+    end
+    -- a snapshot less itself is nothing, whichever is merged
+    for _, d in ipairs{ perfmon.merge{ after }:subtract(after), after:subtract(perfmon.merge{ after }) } do
+      for _, st in pairs(d.groups) do
+        assert.are.equal(0, st.ticks, st.name)
+        assert.are.equal(0, st.cpu_us, st.name)
+      end
+    end
+  end)
+
+  it("refuses to pair by id the groups of two states", function()
+    local g = perfmon.group{ name = "paired here", kind = "plugin" }
+    local mon <close> = perfmon.monitor{ "jank" }
+    local snap = mon:snapshot()
+    -- the same id, another group: another state's snapshot, read back
+    local other = perfmon.snapshot_from_json((perfmon.json(snap):gsub('"name":"paired here"', '"name":"there"')))
+    local ok, err = pcall(function() return other:subtract(snap) end)
+    assert.is_false(ok)
+    assert.matches(("bad argument #1 to 'snapshot:subtract' (group %d is plugin \"there\" here but "
+      .. "plugin \"paired here\" there"):format(g.id), err, 1, true)
+    -- merged, they pair by kind and name
+    local d = perfmon.merge{ other }:subtract(perfmon.merge{ snap })
+    local names = {}
+    for _, st in pairs(d.groups) do names[st.name] = true end
+    assert.is_true(names.there)
+  end)
+
+  it("keeps apart kinds and names that one separator would join", function()
+    local mon <close> = perfmon.monitor{ "jank" }
+    local snap = mon:snapshot()
+    -- made by hand: perfmon refuses a NUL byte in a name on every way in
+    local hostile = snap:subtract(snap)
+    hostile.groups = {}
+    local pairs_ = { { "a\0b", "c" }, { "a", "b\0c" }, { "1:a", "b" }, { "1", ":ab" } }
+    for i, kn in ipairs(pairs_) do
+      local g = {}
+      for k, v in pairs(snap.process) do g[k] = v end
+      g.id, g.kind, g.name, g.memberships, g.ticks = i, kn[1], kn[2], {}, i
+      hostile.groups[i] = g
+    end
+    local m = perfmon.merge{ hostile, hostile }
+    local seen = 0
+    for _, st in pairs(m.groups) do
+      seen = seen + 1
+      local i
+      for j, kn in ipairs(pairs_) do
+        if kn[1] == st.kind and kn[2] == st.name then i = j end
+      end
+      assert.are.equal(2 * i, st.ticks, st.kind .. "/" .. st.name)
+    end
+    assert.are.equal(4, seen)
+    -- written, they would not come back: refused as perfmon.json writes
+    assert.has_error(function() perfmon.json(hostile) end,
+      "bad argument #1 to 'perfmon.json' (group 1's kind contains a NUL byte: \"a\\0b\")")
+    -- and subtract pairs each with its own
+    for _, st in pairs(m:subtract(perfmon.merge{ hostile }).groups) do
+      assert.is_true(st.ticks >= 1 and st.ticks <= 4)
+    end
+  end)
+
+  it("reads back every integer perfmon.json wrote, past 2^53 too", function()
+    local mon <close> = perfmon.monitor{ "jank" }
+    local snap = mon:snapshot()
+    local values = { (1 << 53) + 1, math.maxinteger, math.mininteger, -((1 << 53) + 1), 0 }
+    for i, v in ipairs(values) do snap.process[({ "ticks", "alloc_bytes", "cpu_us", "event_us", "samples" })[i]] = v end
+    snap.process.durations[10], snap.process.longest = math.maxinteger, 10
+    snap.time = (1 << 62) + 1
+    local back = perfmon.snapshot_from_json(perfmon.json(snap))
+    assert.are.equal((1 << 53) + 1, back.process.ticks)
+    assert.are.equal(math.maxinteger, back.process.alloc_bytes)
+    assert.are.equal(math.mininteger, back.process.cpu_us)
+    assert.are.equal(math.maxinteger, back.process.durations[10])
+    assert.are.equal("integer", math.type(back.process.ticks))
+    assert.is_true(back:equals(as_written(snap)))
   end)
 
   it("refuses what is not a snapshot, naming what is wrong", function()
     local function refuses(s, msg)
       local ok, err = pcall(perfmon.snapshot_from_json, s)
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'snapshot_from_json' (", err, 1, true)
+      assert.matches("bad argument #1 to 'perfmon.snapshot_from_json' (", err, 1, true)
       assert.matches(msg, err, 1, true)
     end
     refuses(42, "string expected, got number")
@@ -120,8 +239,18 @@ describe("snapshots across processes", function()
     refuses(good:gsub('"durations":%b[]', '"durations":[1,2]', 1), "durations must be a list of 10 numbers")
     refuses(good:gsub('"time":%d+', '"time":1.5', 1), "time must be a whole number, got 1.5")
     refuses(good:gsub('"samples":%d+', '"samples":-0.5', 1), "samples must be a whole number, got -0.5")
+    -- what perfmon never writes: not JSON, or names it would cut
+    refuses(good:gsub('"ticks":%d+', '"ticks":0x10', 1), "not JSON: invalid number at byte")
+    refuses(good:gsub('"ticks":%d+', '"ticks":NaN', 1), "not JSON: unexpected NaN at byte")
+    refuses(good:gsub('"ticks":%d+', '"ticks":9223372036854775808', 1),
+      "ticks must be a whole number, got 9.2233720368548e+18")
+    refuses(good:gsub('"name":"process"', '"name":"pro\\u0000cess"', 1), "process.name contains a NUL byte")
+    refuses(good:gsub('"kind":"process"', '"kind":"pro\\u0000cess"', 1), "process.kind contains a NUL byte")
+    refuses(good:gsub('"time":', '"time":1,"time":', 1), 'not JSON: key "time" twice')
+    refuses(good .. ",", "not JSON: text after the value at byte")
+    refuses(good:gsub("}$", ',"merged":1}'), "merged must be true or absent, got 1")
     assert.has_error(function() perfmon.merge{ 1 } end,
-      "bad argument #1 to 'merge' (snapshot expected at index 1, got number)")
-    assert.has_error(function() perfmon.merge{} end, "bad argument #1 to 'merge' (no snapshot to merge)")
+      "bad argument #1 to 'perfmon.merge' (snapshot expected at index 1, got number)")
+    assert.has_error(function() perfmon.merge{} end, "bad argument #1 to 'perfmon.merge' (no snapshot to merge)")
   end)
 end)

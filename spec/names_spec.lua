@@ -112,24 +112,52 @@ describe("names", function()
     end)
 
     it("refuses what is not a string", function()
-      raises(function() text.utf8(nil) end, { "bad argument #1 to 'utf8'", "string expected" })
+      raises(function() text.utf8(nil) end, { "bad argument #1 to 'perfmon.text.utf8'", "string expected" })
     end)
   end)
 
   describe("a NUL byte", function()
     it("is refused in a group's name and kind", function()
       raises(function() perfmon.group{ name = "\0x", kind = "plugin" } end,
-        { "bad argument #1 to 'group'", "field 'name' contains a NUL byte" })
+        { "bad argument #1 to 'perfmon.group'", "field 'name' contains a NUL byte" })
       raises(function() perfmon.group{ name = "a\0", kind = "plugin" } end,
-        { "bad argument #1 to 'group'", "field 'name' contains a NUL byte" })
+        { "bad argument #1 to 'perfmon.group'", "field 'name' contains a NUL byte" })
       raises(function() perfmon.group{ name = "a", kind = "plug\0in" } end,
-        { "bad argument #1 to 'group'", "field 'kind' contains a NUL byte" })
+        { "bad argument #1 to 'perfmon.group'", "field 'kind' contains a NUL byte" })
     end)
 
     it("is refused in perfmon.load's chunk name", function()
       raises(function() perfmon.load("return 1", "=a\0b", {}) end,
-        { "bad argument #2 to 'load'", "chunk name contains a NUL byte" })
+        { "bad argument #2 to 'perfmon.load'", "chunk name contains a NUL byte" })
       assert.are.equal(1, perfmon.load("return 1", "=ab", {})())
+    end)
+
+    it("is refused in fleet.publish's label, and the label is kept whole", function()
+      local fleet = require("perfmon.fleet")
+      raises(function() fleet.publish(perfmon.snapshot(), "three\0cut") end,
+        { "bad argument #2 to 'perfmon.fleet.publish'", 'the label holds a NUL byte: "three\\0cut"' })
+      -- the core's own entry refuses it too (a host calling it from Lua)
+      raises(function() require("perfmon.core").fleet_publish("{}", "three\0cut") end,
+        { "bad argument #2 to 'perfmon.fleet.publish'", "the label holds a NUL byte" })
+      local id = fleet.publish(perfmon.snapshot(), "three " .. E40)
+      for _, st in ipairs(fleet.states()) do
+        if st.id == id then assert.are.equal("three " .. E40, st.label) end
+      end
+    end)
+
+    it("is refused in a snapshot read back from JSON", function()
+      local good = perfmon.json(perfmon.snapshot())
+      raises(function() perfmon.snapshot_from_json((good:gsub('"name":"process"', '"name":"pro\\u0000cess"'))) end,
+        { "bad argument #1 to 'perfmon.snapshot_from_json'", "process.name contains a NUL byte" })
+    end)
+
+    it("is named as given in a monitor's mode and probes", function()
+      raises(function() perfmon.monitor{ "jank", mode = "sampled\0x" } end,
+        { "bad argument #1 to 'perfmon.monitor'", 'mode "exact" or "sampled" expected, got "sampled\\0x"' })
+      raises(function() perfmon.monitor{ "jank\0x" } end,
+        { "bad argument #1 to 'perfmon.monitor'", 'unknown probe "jank\\0x" at index 1' })
+      raises(function() perfmon.monitor{ "jank\n\0001" } end,
+        { "bad argument #1 to 'perfmon.monitor'", 'unknown probe "jank\\10\\0001" at index 1' })
     end)
 
     it("is refused in perfmon.loadfile's path", function()
@@ -139,7 +167,7 @@ describe("names", function()
       f:close()
       -- loadfile itself would open `path`: the bytes after the NUL lost
       raises(function() perfmon.loadfile(path .. "\0.lua", {}) end,
-        { "bad argument #1 to 'loadfile'", "path contains a NUL byte" })
+        { "bad argument #1 to 'perfmon.loadfile'", "path contains a NUL byte" })
       assert.are.equal(1, perfmon.loadfile(path, {})())
       os.remove(path)
     end)

@@ -741,7 +741,10 @@ describe("perfmon.profiler", function()
     it("shows jank alerts as markers when a monitor is open", function()
       truth.alone(pending)
       local watcher = require("perfmon.watcher")
-      local old = watcher.configure{ buffering_delay_ms = 0, jank_threshold_us = 20000 }
+      -- configure returns the settings it leaves: the old ones are read first
+      local old = watcher.configure()
+      finally(function() watcher.configure(old) end)
+      watcher.configure{ buffering_delay_ms = 0, jank_threshold_us = 20000 }
       local seen = 0
       local function listener(list) seen = seen + #list end
       local work, group = plugin("prof_janky", [[
@@ -756,7 +759,6 @@ describe("perfmon.profiler", function()
       watcher.poll()
       p:stop()
       watcher.remove_listener("*", listener)
-      watcher.configure(old)
       assert.is_true(seen > 0, "no alert was raised")
       local g = cjson.decode(p:to_gecko())
       local markers = g.threads[1].markers.data

@@ -48,7 +48,7 @@ describe("a sampled monitor", function()
     for _, bad in ipairs { "precise", "", "sampled\0x", 42, true } do
       local ok, err = pcall(perfmon.monitor, { "jank", mode = bad })
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'monitor' %(mode \"exact\" or \"sampled\" expected, got ", err)
+      assert.matches("bad argument #1 to 'perfmon.monitor' %(mode \"exact\" or \"sampled\" expected, got ", err)
     end
     assert.equals(0, core.info().sampled_monitors)
   end)
@@ -275,6 +275,11 @@ describe("a sampled monitor", function()
         alerts[a.source.id] = (alerts[a.source.id] or 0) + a.details.count
       end
     end
+    local old = watcher.configure()
+    finally(function()
+      pcall(watcher.remove_listener, "*", listen)
+      watcher.configure(old)
+    end)
     watcher.configure { mode = "sampled", jank_threshold_us = 48000, buffering_delay_ms = 0 }
     watcher.add_listener("*", listen)
     assert.equals(1, core.info().sampled_monitors)
@@ -287,8 +292,6 @@ describe("a sampled monitor", function()
       end)
       watcher.flush()
     end
-    watcher.remove_listener("*", listen)
-    watcher.configure { mode = "auto", jank_threshold_us = 64000, buffering_delay_ms = 100 }
     assert.is_true((alerts[gj.id] or 0) >= 0.9 * janks,
       ("janky alerted for %d of %d events"):format(alerts[gj.id] or 0, janks))
     assert.is_nil(alerts[gq.id], "quick alerted")
@@ -440,7 +443,7 @@ describe("a sampled monitor", function()
     for _, bad in ipairs { 99, 1000001, 0, -4000, 1.5, "4000", true, {} } do
       local ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", rate_us = bad })
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'monitor' %(rate_us: an integer in %[100, 1000000%] expected, got ", err)
+      assert.matches("bad argument #1 to 'perfmon.monitor' %(rate_us: an integer in %[100, 1000000%] expected, got ", err)
     end
     local ok, err = pcall(perfmon.monitor, { "jank", rate_us = 1000 })
     assert.is_false(ok)

@@ -1075,6 +1075,15 @@ void pm_hook_spare (void *ud) {
   pm_map_filter(&S->e.known, spare_thread, &S->e);
 }
 
+void pm_hook_sweep (pm_State *S, int due) {
+  pm_Engine *E = &S->e;
+  if (due && (E->ndead < 256 || 2 * E->ndead < E->ngroups))
+    return;
+  pm_sw_own(E, 1);
+  pm_groups_sweep(E, pm_hook_spare, S);
+  pm_sw_own(E, 0);
+}
+
 void pm_thread_forget (pm_Thread *t) {
   drop_frames(t);
   thread_free(t);

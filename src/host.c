@@ -45,7 +45,9 @@ int perfmon_event_begin (lua_State *L) {
   return with_state(L, event_begin);
 }
 
-/* The watcher's alerts are delivered once the event is over. */
+/* The watcher's alerts are delivered once the event is over.  Its end is
+** where a host that never takes a snapshot (the watcher alone) frees the
+** groups that died in it: chunks compiled per event under "chunks". */
 int perfmon_event_end (lua_State *L) {
   pm_State *S = pm_state_get(L);
   int rc;
@@ -54,6 +56,7 @@ int perfmon_event_end (lua_State *L) {
   pm_hook_settle(L, S);
   if ((rc = pm_sw_event_end(&S->e)) == PERFMON_OK) {
     pm_hook_restart(S);
+    pm_hook_sweep(S, 1);
     pm_alert_deliver(L, S);
   }
   return rc;

@@ -7,6 +7,7 @@
 ** event markers) are exported from here as they are, so that their errors
 ** name the function the user called.
 */
+#include <stdio.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -43,68 +44,167 @@ static void *nomem (lua_State *L) {
 
 /*
 ** {======================================================
+** Argument errors
+** =======================================================
+*/
+
+/* Argument errors name the public function (perfmon.group), never the
+** name Lua finds for the caller, which is "group", a local's name, or
+** "perfmon.core.group" depending on how it was called. */
+static int arg_error (lua_State *L, int arg, const char *fname,
+                      const char *msg) {
+  return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+}
+
+/* Argument arg is of type t, never converted (a number is no string). */
+static void check_type (lua_State *L, int arg, const char *fname, int t) {
+  if (lua_type(L, arg) != t)
+    arg_error(L, arg, fname,
+              lua_pushfstring(L, "%s expected, got %s", lua_typename(L, t),
+                              luaL_typename(L, arg)));
+}
+
+/* Pushes the string at idx quoted as Lua's %q writes it, on one line
+** (a string that is not valid UTF-8 is a message too): what was given,
+** whatever its bytes; another value as tostring shows it. */
+static const char *push_quoted (lua_State *L, int idx) {
+  luaL_Buffer b;
+  size_t len, i;
+  const char *s;
+  if (lua_type(L, idx) != LUA_TSTRING)
+    return luaL_tolstring(L, idx, NULL);
+  s = lua_tolstring(L, idx, &len);
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '"');
+  for (i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      luaL_addchar(&b, '\\');
+      luaL_addchar(&b, (char)c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char esc[8]; /* \ddd when a digit follows, as %q */
+      int digit = i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '9';
+      snprintf(esc, sizeof(esc), digit ? "\\%03d" : "\\%d", c);
+      luaL_addstring(&b, esc);
+    } else {
+      luaL_addchar(&b, (char)c);
+    }
+  }
+  luaL_addchar(&b, '"');
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+/* Every key of the option table at 1 is a string of fields (NULL-ended)
+** or, with npos > 0, an integer in [1, npos]. */
+static void check_fields (lua_State *L, const char *fname,
+                          const char *const fields[], lua_Integer npos) {
+  lua_pushnil(L);
+  while (lua_next(L, 1) != 0) {
+    int k = 0;
+    lua_pop(L, 1); /* the value */
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *key = lua_tostring(L, -1);
+      while (fields[k] != NULL && strcmp(fields[k], key) != 0)
+        k++;
+      if (fields[k] != NULL && strlen(key) == lua_rawlen(L, -1))
+        continue;
+    } else if (npos > 0 && lua_isinteger(L, -1)) {
+      lua_Integer i = lua_tointeger(L, -1);
+      if (i >= 1 && i <= npos)
+        continue;
+    }
+    {
+      luaL_Buffer b;
+      const char *key =
+          lua_type(L, -1) == LUA_TSTRING
+              ? push_quoted(L, -1)
+              : lua_pushfstring(L, "[%s]", luaL_tolstring(L, -1, NULL));
+      luaL_buffinit(L, &b);
+      for (k = 0; fields[k] != NULL; k++) {
+        if (k > 0)
+          luaL_addstring(&b, ", ");
+        luaL_addstring(&b, fields[k]);
+      }
+      luaL_pushresult(&b);
+      arg_error(L, 1, fname,
+                lua_pushfstring(L, "unknown field %s (%sfields: %s)", key,
+                                npos > 0 ? "a list, and " : "",
+                                lua_tostring(L, -1)));
+    }
+  }
+}
+
+/* }====================================================== */
+
+/*
+** {======================================================
 ** Groups
 ** =======================================================
 */
 
 /* A handle's id is negated when it is collected: a finalizer that brings
 ** it back holds a group that may be freed. */
-static pm_Group *check_group (lua_State *L, int arg) {
-  int *id = luaL_checkudata(L, arg, GROUP_MT);
+static pm_Group *check_group (lua_State *L, int arg, const char *fname) {
+  int *id = luaL_testudata(L, arg, GROUP_MT);
+  if (id == NULL)
+    arg_error(L, arg, fname,
+              lua_pushfstring(L, "perfmon.group expected, got %s",
+                              luaL_typename(L, arg)));
   if (*id <= 0)
-    luaL_argerror(L, arg, "perfmon.group was collected");
+    arg_error(L, arg, fname, "perfmon.group was collected");
   return pm_group_get(&state(L)->e, *id);
 }
 
-/* Frees dead groups, as perfmon's own work: charged to nobody. */
-static void sweep (pm_State *S) {
-  pm_sw_own(&S->e, 1);
-  pm_groups_sweep(&S->e, pm_hook_spare, S);
-  pm_sw_own(&S->e, 0);
-}
-
-/* A name field of the table at 1.  The core keeps names as C strings, so a
-** NUL byte would cut one silently: it is refused. */
+/* A required name field of perfmon.group's table.  The core keeps names
+** as C strings, so a NUL byte would cut one silently: it is refused. */
 static const char *field_string (lua_State *L, const char *key) {
   const char *s;
   size_t len;
-  if (lua_getfield(L, 1, key) != LUA_TSTRING)
-    luaL_argerror(L, 1,
-                  lua_pushfstring(L, "field '%s' must be a string, got %s", key,
-                                  luaL_typename(L, -1)));
+  int t = lua_getfield(L, 1, key);
+  if (t == LUA_TNIL)
+    arg_error(L, 1, "perfmon.group",
+              lua_pushfstring(L, "field '%s' is required (a string)", key));
+  if (t != LUA_TSTRING)
+    arg_error(L, 1, "perfmon.group",
+              lua_pushfstring(L, "field '%s' must be a string, got %s", key,
+                              luaL_typename(L, -1)));
   s = lua_tolstring(L, -1, &len);
   if (len == 0)
-    luaL_argerror(L, 1, lua_pushfstring(L, "field '%s' is empty", key));
+    arg_error(L, 1, "perfmon.group",
+              lua_pushfstring(L, "field '%s' is empty", key));
   if (memchr(s, '\0', len) != NULL)
-    luaL_argerror(L, 1,
-                  lua_pushfstring(L, "field '%s' contains a NUL byte", key));
+    arg_error(L, 1, "perfmon.group",
+              lua_pushfstring(L, "field '%s' contains a NUL byte: %s", key,
+                              push_quoted(L, -1)));
   return s;
 }
 
-/* The optional boolean field of the table at 1: false when absent. */
+/* The optional boolean field of perfmon.group's table: false when absent. */
 static int field_boolean (lua_State *L, const char *key) {
   int t = lua_getfield(L, 1, key);
   if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-    luaL_argerror(L, 1,
-                  lua_pushfstring(L, "field '%s' must be a boolean, got %s",
-                                  key, luaL_typename(L, -1)));
+    arg_error(L, 1, "perfmon.group",
+              lua_pushfstring(L, "field '%s' must be a boolean, got %s", key,
+                              luaL_typename(L, -1)));
   return lua_toboolean(L, -1);
 }
 
 /* perfmon.group{name = ..., kind = ..., library = false} */
 static int l_group (lua_State *L) {
+  static const char *const fields[] = {"name", "kind", "library", NULL};
   pm_State *S;
   pm_Group *g;
   int *id, library;
   const char *name, *kind;
-  luaL_checktype(L, 1, LUA_TTABLE);
+  check_type(L, 1, "perfmon.group", LUA_TTABLE);
+  check_fields(L, "perfmon.group", fields, 0);
   name = field_string(L, "name"); /* in order: the first bad one is named */
   kind = field_string(L, "kind");
   library = field_boolean(L, "library");
   S = state(L);
   /* a host that makes groups and never takes a snapshot frees them too */
-  if (S->e.ndead >= 256 && 2 * S->e.ndead >= S->e.ngroups)
-    sweep(S);
+  pm_hook_sweep(S, 1);
   g = pm_group_new(&S->e, name, kind, library);
   if (g == NULL)
     return (nomem(L), 0);
@@ -115,7 +215,7 @@ static int l_group (lua_State *L) {
 }
 
 static int group_index (lua_State *L) {
-  pm_Group *g = check_group(L, 1);
+  pm_Group *g = check_group(L, 1, "__index");
   const char *k = lua_tostring(L, 2);
   if (k == NULL)
     lua_pushnil(L);
@@ -144,7 +244,7 @@ static int group_gc (lua_State *L) {
 }
 
 static int group_tostring (lua_State *L) {
-  pm_Group *g = check_group(L, 1);
+  pm_Group *g = check_group(L, 1, "__tostring");
   lua_pushfstring(L, "perfmon.group %d (%s '%s')", g->id, g->kind, g->name);
   return 1;
 }
@@ -160,16 +260,16 @@ static int l_attach (lua_State *L) {
   pm_State *S = state(L);
   pm_Env *e;
   pm_Group *g;
-  luaL_checktype(L, 1, LUA_TTABLE);
-  g = check_group(L, 2);
+  check_type(L, 1, "perfmon.attach", LUA_TTABLE);
+  g = check_group(L, 2, "perfmon.attach");
   e = pm_env_get(&S->e, lua_topointer(L, 1), 1);
   if (e == NULL)
     return (nomem(L), 0);
   switch (pm_env_attach(&S->e, e, g)) {
     case PM_ATTACH_FULL:
-      return luaL_argerror(L, 1,
-                           "environment already has the most groups "
-                           "perfmon allows (31)");
+      return arg_error(L, 1, "perfmon.attach",
+                       "environment already has the most groups "
+                       "perfmon allows (31)");
     case PM_ATTACH_NOMEM: return (nomem(L), 0);
     default: return 0;
   }
@@ -180,18 +280,22 @@ static int l_detach (lua_State *L) {
   pm_State *S = state(L);
   pm_Env *e;
   pm_Group *g;
-  luaL_checktype(L, 1, LUA_TTABLE);
-  g = check_group(L, 2);
+  check_type(L, 1, "perfmon.detach", LUA_TTABLE);
+  g = check_group(L, 2, "perfmon.detach");
   e = pm_env_get(&S->e, lua_topointer(L, 1), 0);
   lua_pushboolean(L, e != NULL && pm_env_detach(&S->e, e, g));
   return 1;
 }
 
 /* The prefix argument of attach_source and detach_source. */
-static const char *check_prefix (lua_State *L, size_t *len) {
-  const char *p = luaL_checklstring(L, 1, len);
-  luaL_argcheck(L, *len > 0, 1, "the prefix is empty");
-  luaL_argcheck(L, strlen(p) == *len, 1, "the prefix holds a NUL byte");
+static const char *check_prefix (lua_State *L, const char *fname, size_t *len) {
+  const char *p;
+  check_type(L, 1, fname, LUA_TSTRING);
+  p = lua_tolstring(L, 1, len);
+  if (*len == 0)
+    arg_error(L, 1, fname, "the prefix is empty");
+  if (strlen(p) != *len)
+    arg_error(L, 1, fname, "the prefix holds a NUL byte");
   return p;
 }
 
@@ -203,16 +307,16 @@ static int l_attach_source (lua_State *L) {
   char full[PM_KEY_MAX], named[PM_KEY_MAX];
   const char *path[2];
   size_t len, plen[2];
-  const char *prefix = check_prefix(L, &len);
-  pm_Group *g = check_group(L, 2);
+  const char *prefix = check_prefix(L, "perfmon.attach_source", &len);
+  pm_Group *g = check_group(L, 2, "perfmon.attach_source");
   path[0] = full, path[1] = named;
   if (len >= PM_KEY_MAX ||
       (plen[0] = pm_path_normal(S, prefix, len, full, named, &plen[1])) == 0)
-    return luaL_argerror(L, 1,
-                         lua_pushfstring(L,
-                                         "the prefix is longer than %d "
-                                         "bytes as an absolute path",
-                                         PM_KEY_MAX - 1));
+    return arg_error(L, 1, "perfmon.attach_source",
+                     lua_pushfstring(L,
+                                     "the prefix is longer than %d "
+                                     "bytes as an absolute path",
+                                     PM_KEY_MAX - 1));
   if (!pm_source_attach(&S->e, prefix, len, path, plen, plen[1] > 0 ? 2 : 1, g))
     return (nomem(L), 0);
   return 0;
@@ -222,8 +326,8 @@ static int l_attach_source (lua_State *L) {
 static int l_detach_source (lua_State *L) {
   pm_State *S = state(L);
   size_t len;
-  const char *prefix = check_prefix(L, &len);
-  pm_Group *g = check_group(L, 2);
+  const char *prefix = check_prefix(L, "perfmon.detach_source", &len);
+  pm_Group *g = check_group(L, 2, "perfmon.detach_source");
   lua_pushboolean(L, pm_source_detach(&S->e, prefix, len, g));
   return 1;
 }
@@ -254,11 +358,10 @@ static unsigned check_probes (lua_State *L, int arg) {
 
 /*
 ** perfmon.monitor's argument is checked here, and only here: init.lua calls
-** core.open protected and raises the error again at its caller's line, so
-** the error names monitor.
+** core.open protected and raises the error again at its caller's line.
 */
 static int monitor_argerror (lua_State *L, const char *msg) {
-  return luaL_error(L, "bad argument #1 to 'monitor' (%s)", msg);
+  return arg_error(L, 1, "perfmon.monitor", msg);
 }
 
 /* Pushes "jank, blocking, ...": the probes, for a message. */
@@ -291,9 +394,9 @@ static int check_mode (lua_State *L) {
     k++;
   if (s == NULL || modes[k] == NULL)
     monitor_argerror(
-        L, lua_pushfstring(L, "mode \"exact\" or \"sampled\" expected, got %s",
-                           s != NULL ? lua_pushfstring(L, "\"%s\"", s)
-                                     : luaL_typename(L, -1)));
+        L,
+        lua_pushfstring(L, "mode \"exact\" or \"sampled\" expected, got %s",
+                        s != NULL ? push_quoted(L, -1) : luaL_typename(L, -1)));
   lua_pop(L, 1);
   return k;
 }
@@ -335,6 +438,7 @@ static void hooks_guard (lua_State *L, int shared); /* debug.sethook's */
 /* core.open(probes) -> mask, rate_us: takes the probes the list names, for
 ** a monitor of probes.mode; rate_us is false for an exact one */
 static int l_open (lua_State *L) {
+  static const char *const fields[] = {"mode", "rate_us", NULL};
   pm_State *S = state(L);
   const char *err;
   lua_Integer i;
@@ -354,15 +458,16 @@ static int l_open (lua_State *L) {
         k++;
     }
     if (lua_type(L, -1) != LUA_TSTRING || probe_names[k] == NULL) {
-      const char *name = luaL_tolstring(L, -1, NULL);
+      const char *name = push_quoted(L, -1);
       monitor_argerror(L, lua_pushfstring(L,
-                                          "unknown probe \"%s\" at index %I "
+                                          "unknown probe %s at index %I "
                                           "(probes: %s)",
                                           name, i, probe_list(L)));
     }
     mask |= PM_BIT(k);
     lua_pop(L, 1);
   }
+  check_fields(L, "perfmon.monitor", fields, i - 1);
   if (mask == 0)
     monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
                                         probe_list(L)));
@@ -537,7 +642,7 @@ static int snapshot_with (lua_State *L, lua_CFunction build) {
   int lost = pm_hook_lost(L, S), status;
   pm_hook_settle(L, S);
   pm_sw_snapshot(&S->e);
-  sweep(S);
+  pm_hook_sweep(S, 0);
   lua_pushcfunction(L, build);
   lua_pushlightuserdata(L, S);
   lua_pushboolean(L, lost);
@@ -563,7 +668,10 @@ static int l_fleet_publish (lua_State *L) {
   pm_State *S = state(L);
   size_t len;
   const char *json = luaL_checklstring(L, 1, &len);
-  const char *label = luaL_checkstring(L, 2);
+  size_t llen;
+  const char *label = luaL_checklstring(L, 2, &llen);
+  if (strlen(label) != llen) /* fleet.lua says so first */
+    arg_error(L, 2, "perfmon.fleet.publish", "the label holds a NUL byte");
   if (!pm_fleet_put(&S->fleet_id, label, json, len))
     return luaL_error(L, "not enough memory");
   lua_pushinteger(L, (lua_Integer)S->fleet_id);
@@ -796,15 +904,15 @@ static int bracket (lua_State *L, const char *fname, int (*begin)(lua_State *),
 }
 
 static int l_event (lua_State *L) {
-  return bracket(L, "event", l_event_begin, 1);
+  return bracket(L, "perfmon.event", l_event_begin, 1);
 }
 
 static int l_nested_loop (lua_State *L) {
-  return bracket(L, "nested_loop", l_nested_enter, 1);
+  return bracket(L, "perfmon.nested_loop", l_nested_enter, 1);
 }
 
 static int l_blocking (lua_State *L) {
-  return bracket(L, "blocking", l_blocking_begin, 0);
+  return bracket(L, "perfmon.blocking", l_blocking_begin, 0);
 }
 
 /* Adds core[name], the bracket f whose end is the marker end. */
@@ -881,7 +989,7 @@ static int l_user_input (lua_State *L) {
 }
 
 static int l_animation (lua_State *L) {
-  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  check_type(L, 1, "perfmon.animation", LUA_TBOOLEAN);
   pm_alert_animation(&state(L)->e, lua_toboolean(L, 1));
   return 0;
 }

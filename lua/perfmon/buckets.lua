@@ -22,7 +22,7 @@ end
 --- The largest k with a count: the bucket of the longest event; 0 when
 -- there is none (no event of 1 ms or more).
 function buckets.longest(durations)
-  check_durations(durations, "longest")
+  check_durations(durations, "perfmon.buckets.longest")
   for k = #durations, 1, -1 do
     if durations[k] > 0 then return k end
   end
@@ -32,7 +32,7 @@ end
 --- Bucket k as "lo-hi ms", or "<1 ms" for 0.
 function buckets.name(k)
   if math.type(k) ~= "integer" or k < 0 or k > 62 then
-    arg_error(1, "name", "bucket number (integer 0..62) expected, got "
+    arg_error(1, "perfmon.buckets.name", "bucket number (integer 0..62) expected, got "
       .. (math.type(k) and tostring(k) or type(k)))
   end
   return k == 0 and "<1 ms" or ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
@@ -41,7 +41,7 @@ end
 --- Each bucket [2^(k-1), 2^k) ms on its own, as "lo-hi:n" pairs, so that
 -- the counts add up to the events; "-" when there is none.
 function buckets.histogram(durations)
-  check_durations(durations, "histogram")
+  check_durations(durations, "perfmon.buckets.histogram")
   local parts = {}
   for k = 1, #durations do
     local n = durations[k] - (durations[k + 1] or 0)

@@ -19,10 +19,14 @@ local fleet = {}
 -- "state <entry id>"); returns the entry's id.
 function fleet.publish(snap, label)
   if label ~= nil and type(label) ~= "string" then
-    args.error(2, "publish", "string expected, got " .. type(label))
+    args.error(2, "perfmon.fleet.publish", "string expected, got " .. type(label))
+  end
+  -- the board keeps labels as C strings, which a NUL byte would cut
+  if label and label:find("\0", 1, true) then
+    args.error(2, "perfmon.fleet.publish", ("the label holds a NUL byte: %q"):format(label))
   end
   local ok, json = pcall(perfmon.json, snap)
-  if not ok then args.error(1, "publish", "snapshot expected, got " .. type(snap)) end
+  if not ok then args.error(1, "perfmon.fleet.publish", "snapshot expected, got " .. type(snap)) end
   return core.fleet_publish(json, label or "")
 end
 

@@ -25,7 +25,7 @@ local text = require("perfmon.text")
 local function check_self(self, mt, fname, what)
   if getmetatable(self) ~= mt then
     arg_error(1, fname, ("%s expected, got %s (call it as x:%s())"):format(
-      what, type(self), fname), 2)
+      what, type(self), fname:match("[^:]*$")), 2)
   end
 end
 
@@ -58,16 +58,16 @@ end
 -- Returns the function, or nil and the message, as load does.
 function perfmon.load(src, chunkname, env, group)
   if type(src) ~= "string" and type(src) ~= "function" then
-    arg_error(1, "load", "string or function expected, got " .. type(src))
+    arg_error(1, "perfmon.load", "string or function expected, got " .. type(src))
   end
   if chunkname ~= nil and type(chunkname) ~= "string" then
-    arg_error(2, "load", "string expected, got " .. type(chunkname))
+    arg_error(2, "perfmon.load", "string expected, got " .. type(chunkname))
   end
   -- it names the chunk's group, which the C core would cut at a NUL
   if chunkname and chunkname:find("\0", 1, true) then
-    arg_error(2, "load", "chunk name contains a NUL byte")
+    arg_error(2, "perfmon.load", "chunk name contains a NUL byte")
   end
-  check_env("load", 3, env, group)
+  check_env("perfmon.load", 3, env, group)
   local fn, err = load(src, chunkname, "t", env)
   if not fn then return nil, err end
   return register(fn, env, group)
@@ -76,13 +76,13 @@ end
 --- Loads a text file with env as its environment, attached to group.
 function perfmon.loadfile(path, env, group)
   if type(path) ~= "string" then
-    arg_error(1, "loadfile", "string expected, got " .. type(path))
+    arg_error(1, "perfmon.loadfile", "string expected, got " .. type(path))
   end
   -- loadfile would open the file named by the bytes before it
   if path:find("\0", 1, true) then
-    arg_error(1, "loadfile", "path contains a NUL byte")
+    arg_error(1, "perfmon.loadfile", "path contains a NUL byte")
   end
-  check_env("loadfile", 2, env, group)
+  check_env("perfmon.loadfile", 2, env, group)
   local fn, err = loadfile(path, "t", env)
   if not fn then return nil, err end
   return register(fn, env, group)
@@ -144,29 +144,56 @@ local function stats_minus(new, old)
   return d
 end
 
+-- A group's identity across states: its kind and name as perfmon.json
+-- writes them (valid UTF-8: a snapshot read back pairs with the one that
+-- was written), in a key no two (kind, name) pairs share, whatever bytes
+-- they hold.
+local function group_key(st)
+  local kind = text.utf8(st.kind)
+  return #kind .. ":" .. kind .. text.utf8(st.name)
+end
+
+-- Whether two groups of one id are one group: the same kind and name, as
+-- written.
+local function same_group(a, b)
+  return (a.kind == b.kind and a.name == b.name) or group_key(a) == group_key(b)
+end
+
 --- What happened between older and self: same shape; a group new since
--- older counts from zero; time is the elapsed wall time in µs.
+-- older counts from zero; time is the elapsed wall time in µs.  Groups
+-- pair by id within a state, by kind and name where either snapshot is
+-- merged (the other is merged first, as perfmon.merge{ s } would).
 function Snapshot:subtract(older)
-  check_self(self, Snapshot, "subtract", "snapshot")
+  check_self(self, Snapshot, "snapshot:subtract", "snapshot")
   if getmetatable(older) ~= Snapshot then
-    error("bad argument #1 to 'subtract' (snapshot expected, got " .. type(older) .. ")", 2)
+    arg_error(1, "snapshot:subtract", "snapshot expected, got " .. type(older))
   end
-  local groups = {}
-  -- merged snapshots (perfmon.merge) pair their groups by kind and name
-  local by_name = self.merged and older.merged and {}
-  for _, st in pairs(by_name and older.groups or {}) do
-    by_name[st.kind .. "\0" .. st.name] = st
-  end
-  for id, st in pairs(self.groups) do
-    groups[id] = stats_minus(st, by_name and by_name[st.kind .. "\0" .. st.name]
-      or not by_name and older.groups[id] or nil)
+  local new, groups = self, {}
+  if self.merged or older.merged then
+    if not new.merged then new = perfmon.merge{ new } end
+    if not older.merged then older = perfmon.merge{ older } end
+    local by_key = {}
+    for _, st in pairs(older.groups) do by_key[group_key(st)] = st end
+    for id, st in pairs(new.groups) do groups[id] = stats_minus(st, by_key[group_key(st)]) end
+  else
+    for id, st in pairs(new.groups) do
+      local old = older.groups[id]
+      -- ids are never reused within a state: another group under this id
+      -- is another state's
+      if old and not same_group(old, st) then
+        arg_error(1, "snapshot:subtract", ("group %d is %s %q here but %s %q there: snapshots "
+          .. "of two states pair by kind and name once merged (perfmon.merge)"):format(
+          id, st.kind, st.name, old.kind, old.name))
+      end
+      groups[id] = stats_minus(st, old)
+    end
   end
   return setmetatable({
-    time = self.time - older.time,
-    process = stats_minus(self.process, older.process),
+    time = new.time - older.time,
+    process = stats_minus(new.process, older.process),
     groups = groups,
-    hook_lost = self.hook_lost, -- perfmon lost its hook before self
-    merged = self.merged,
+    hook_lost = new.hook_lost, -- perfmon lost its hook before self
+    merged = new.merged,
   }, Snapshot)
 end
 
@@ -183,6 +210,7 @@ end
 
 --- Whether two snapshots hold the same time and statistics.
 function Snapshot:equals(other)
+  check_self(self, Snapshot, "snapshot:equals", "snapshot")
   return getmetatable(other) == Snapshot and same(self, other)
 end
 
@@ -236,7 +264,7 @@ end
 
 --- Releases the monitor's probes; closing twice does nothing.
 function Monitor:close()
-  check_self(self, Monitor, "close", "monitor")
+  check_self(self, Monitor, "monitor:close", "monitor")
   if not self.closed then
     self.closed = true
     core.close(self.mask, self.rate_us or false)
@@ -249,8 +277,8 @@ Monitor.__gc = Monitor.close
 --- Totals since monitoring began, up to now (an open event is committed
 -- when it ends).
 function Monitor:snapshot()
-  check_self(self, Monitor, "snapshot", "monitor")
-  if self.closed then error("snapshot: the monitor is closed", 2) end
+  check_self(self, Monitor, "monitor:snapshot", "monitor")
+  if self.closed then error("monitor:snapshot: the monitor is closed", 2) end
   return setmetatable(core.stats(), Snapshot)
 end
 
@@ -266,7 +294,15 @@ end
 ----------------------------------------------------------------------------
 
 -- A group's stats as JSON values: memberships is a list even when empty.
+-- A name or kind with a NUL byte (a snapshot edited by hand: perfmon makes
+-- none) is refused here, as snapshot_from_json would refuse it.
 local function json_stats(st)
+  for _, f in ipairs{ "kind", "name" } do
+    if type(st[f]) == "string" and st[f]:find("\0", 1, true) then
+      arg_error(1, "perfmon.json", ("group %s's %s contains a NUL byte: %q"):format(
+        tostring(st.id), f, st[f]), 2)
+    end
+  end
   local j = {}
   for k, v in pairs(st) do j[k] = v end
   j.memberships = text.array(table.move(st.memberships, 1, #st.memberships, 1, {}))
@@ -280,7 +316,7 @@ end
 -- keyed by their id.
 function perfmon.json(snap)
   if getmetatable(snap) ~= Snapshot then
-    arg_error(1, "json", "snapshot expected, got " .. type(snap))
+    arg_error(1, "perfmon.json", "snapshot expected, got " .. type(snap))
   end
   local groups = {}
   for id, st in pairs(snap.groups) do groups[tostring(id)] = json_stats(st) end
@@ -293,80 +329,95 @@ end
 -- A snapshot read back from JSON: every field checked, as it may come from
 -- another process, another version, or a file someone edited.  The checks
 -- raise the bare message; snapshot_from_json says whose argument it was.
-local function json_error(msg)
-  error(msg, 0)
+-- A field is named as where.key[i], built only for a message.
+local function json_error(where, key, msg, i)
+  error(("%s%s%s %s"):format(where, key and ("." .. key) or "", i and ("[%d]"):format(i) or "", msg), 0)
 end
 
-local function json_int(v, where)
-  local n = type(v) == "number" and math.tointeger(v)
-  if not n then json_error(("%s must be a whole number, got %s"):format(where,
-    type(v) == "number" and tostring(v) or type(v))) end
+-- Integers come back exactly (text.decode); a float is taken where it is
+-- a whole number that a double holds exactly (1e3: 1000).
+local function json_int(v, where, key, i)
+  if math.type(v) == "integer" then return v end
+  local n = math.type(v) == "float" and v == v // 1 and math.abs(v) <= 2 ^ 53 and math.tointeger(v)
+  if not n then
+    json_error(where, key, ("must be a whole number, got %s"):format(
+      math.type(v) and tostring(v) or v == text.null and "null" or type(v)), i)
+  end
   return n
 end
 
-local function json_string(v, where)
-  if type(v) ~= "string" then json_error(("%s must be a string, got %s"):format(where, type(v))) end
+-- Names and kinds are C strings in every perfmon: one with a NUL byte was
+-- not written by perfmon, and would merge with another.
+local function json_string(v, where, key)
+  if type(v) ~= "string" then
+    json_error(where, key, "must be a string, got " .. (v == text.null and "null" or type(v)))
+  end
+  if v:find("\0", 1, true) then json_error(where, key, "contains a NUL byte") end
   return v
 end
 
--- A flag written only when set (a library group's).
-local function json_true(v, where)
-  if v ~= true then json_error(("%s must be true or absent, got %s"):format(where, tostring(v))) end
+-- A flag written only when set (a library group's, a merged snapshot's).
+local function json_true(v, where, key)
+  if v ~= nil and v ~= true then json_error(where, key, "must be true or absent, got " .. tostring(v)) end
   return v
 end
 
-local function json_list(v, where, len)
-  if type(v) ~= "table" or (len and #v ~= len) then
-    json_error(("%s must be a list%s"):format(where, len and (" of %d numbers"):format(len) or ""))
+local function json_list(v, where, key, len)
+  if type(v) ~= "table" or v == text.null or (len and #v ~= len) then
+    json_error(where, key, "must be a list" .. (len and (" of %d numbers"):format(len) or ""))
   end
   local out = {}
-  for i = 1, #v do out[i] = json_int(v[i], ("%s[%d]"):format(where, i)) end
+  for i = 1, #v do out[i] = json_int(v[i], where, key, i) end
   return out
 end
 
 local function stats_from_json(st, where)
-  if type(st) ~= "table" then json_error(where .. " must be an object, got " .. type(st)) end
+  if type(st) ~= "table" or st == text.null then
+    json_error(where, nil, "must be an object, got " .. (st == text.null and "null" or type(st)))
+  end
   local out = {
-    id = json_int(st.id, where .. ".id"),
-    name = json_string(st.name, where .. ".name"),
-    kind = json_string(st.kind, where .. ".kind"),
-    library = st.library ~= nil and json_true(st.library, where .. ".library") or nil,
-    memberships = json_list(st.memberships, where .. ".memberships"),
+    id = json_int(st.id, where, "id"),
+    name = json_string(st.name, where, "name"),
+    kind = json_string(st.kind, where, "kind"),
+    library = json_true(st.library, where, "library"),
+    memberships = json_list(st.memberships, where, "memberships"),
   }
   for _, f in ipairs(STAT_FIELDS) do
-    out[f] = (st[f] == nil and LATER_FIELDS[f]) and 0 or json_int(st[f], where .. "." .. f)
+    out[f] = (st[f] == nil and LATER_FIELDS[f]) and 0 or json_int(st[f], where, f)
   end
-  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where .. "." .. h, 10) end
+  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where, h, 10) end
   out.longest = longest(out.durations)
   return out
 end
 
 --- The snapshot that perfmon.json wrote: loaded back, it subtracts, merges
--- and exports as the original did.
+-- and exports as the original did, every figure exact (integers past 2^53
+-- included: perfmon.text.decode, not lua-cjson's doubles).
 function perfmon.snapshot_from_json(s)
-  if type(s) ~= "string" then arg_error(1, "snapshot_from_json", "string expected, got " .. type(s)) end
-  local ok, t = pcall(require("cjson").decode, s)
-  if not ok then arg_error(1, "snapshot_from_json", "not JSON: " .. tostring(t)) end
+  if type(s) ~= "string" then arg_error(1, "perfmon.snapshot_from_json", "string expected, got " .. type(s)) end
+  local ok, t = pcall(text.decode, s)
+  if not ok then arg_error(1, "perfmon.snapshot_from_json", "not JSON: " .. tostring(t)) end
   local snap
   ok, snap = pcall(function()
-    if type(t) ~= "table" or type(t.groups) ~= "table" then
-      json_error("not a snapshot: no 'groups' object")
+    if type(t) ~= "table" or type(t.groups) ~= "table" or t.groups == text.null or t.groups[1] ~= nil then
+      error("not a snapshot: no 'groups' object", 0)
     end
     local out = setmetatable({
       time = json_int(t.time, "time"),
       process = stats_from_json(t.process, "process"),
       groups = {},
-      hook_lost = t.hook_lost == true or nil,
-      merged = t.merged == true or nil,
+      hook_lost = json_true(t.hook_lost, "hook_lost"),
+      merged = json_true(t.merged, "merged"),
     }, Snapshot)
     for key, st in pairs(t.groups) do
-      local g = stats_from_json(st, ("groups[%q]"):format(tostring(key)))
-      if tostring(g.id) ~= key then json_error(("groups[%q] has id %d"):format(tostring(key), g.id)) end
+      local where = ("groups[%q]"):format(key)
+      local g = stats_from_json(st, where)
+      if tostring(g.id) ~= key then json_error(where, nil, ("has id %d"):format(g.id)) end
       out.groups[g.id] = g
     end
     return out
   end)
-  if not ok then arg_error(1, "snapshot_from_json", tostring(snap)) end
+  if not ok then arg_error(1, "perfmon.snapshot_from_json", tostring(snap)) end
   return snap
 end
 
@@ -392,21 +443,26 @@ end
 -- process sums the processes; time is the latest.  Merged snapshots
 -- subtract by kind and name.
 function perfmon.merge(snaps)
-  if type(snaps) ~= "table" then arg_error(1, "merge", "list of snapshots expected, got " .. type(snaps)) end
+  if type(snaps) ~= "table" then arg_error(1, "perfmon.merge", "list of snapshots expected, got " .. type(snaps)) end
   for i, s in ipairs(snaps) do
     if getmetatable(s) ~= Snapshot then
-      arg_error(1, "merge", ("snapshot expected at index %d, got %s"):format(i, type(s)))
+      arg_error(1, "perfmon.merge", ("snapshot expected at index %d, got %s"):format(i, type(s)))
     end
   end
+  if #snaps == 0 then arg_error(1, "perfmon.merge", "no snapshot to merge") end
   local keys, by_key = {}, {}
   for _, s in ipairs(snaps) do
     for _, st in pairs(s.groups) do
-      local key = st.kind .. "\0" .. st.name
+      local key = group_key(st)
       if not by_key[key] then keys[#keys + 1], by_key[key] = key, {} end
       table.insert(by_key[key], { snap = s, st = st })
     end
   end
-  table.sort(keys)
+  table.sort(keys, function(a, b)
+    a, b = by_key[a][1].st, by_key[b][1].st
+    if a.kind ~= b.kind then return a.kind < b.kind end
+    return a.name < b.name
+  end)
   local id_of, merged = {}, setmetatable({ time = 0, groups = {}, merged = true }, Snapshot)
   for id, key in ipairs(keys) do
     id_of[key] = id
@@ -420,7 +476,7 @@ function perfmon.merge(snaps)
     for _, e in ipairs(by_key[key]) do
       for _, m in ipairs(e.st.memberships) do
         local g = m ~= 0 and e.snap.groups[m]
-        local mid = m == 0 and 0 or g and id_of[g.kind .. "\0" .. g.name]
+        local mid = m == 0 and 0 or g and id_of[group_key(g)]
         if mid and not seen[mid] then seen[mid] = true; list[#list + 1] = mid end
       end
     end
@@ -431,7 +487,6 @@ function perfmon.merge(snaps)
     merged.time = math.max(merged.time, s.time)
     merged.hook_lost = merged.hook_lost or s.hook_lost
   end
-  if #snaps == 0 then arg_error(1, "merge", "no snapshot to merge") end
   return merged
 end
 
@@ -439,7 +494,7 @@ end
 -- docs/openmetrics.md); opts: { prefix = "perfmon_", labels = {...} }.
 function perfmon.openmetrics(snap, opts)
   if getmetatable(snap) ~= Snapshot then
-    arg_error(1, "openmetrics", "snapshot expected, got " .. type(snap))
+    arg_error(1, "perfmon.openmetrics", "snapshot expected, got " .. type(snap))
   end
   -- a tail call, so that encode's argument errors name the user's line
   return require("perfmon.openmetrics").encode(snap, opts)

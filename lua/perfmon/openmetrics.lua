@@ -51,7 +51,7 @@ end
 -- An error in opts, raised from check_options (depth 3: it, encode and
 -- opt_error lie between the user and args.error) or from a helper it calls
 -- (depth 4).
-local function opt_error(msg, depth) args.error(2, "openmetrics", msg, depth or 4) end
+local function opt_error(msg, depth) args.error(2, "perfmon.openmetrics", msg, depth or 4) end
 
 local function check_prefix(prefix)
   if prefix == nil then return "perfmon_" end
@@ -133,7 +133,7 @@ end
 
 local function check_snapshot(snap)
   if type(snap) ~= "table" then
-    args.error(1, "openmetrics", "snapshot expected, got " .. type(snap), 2)
+    args.error(1, "perfmon.openmetrics", "snapshot expected, got " .. type(snap), 2)
   end
   local ok = is_stats(snap.process) and type(snap.groups) == "table"
   for _, st in pairs(ok and snap.groups or {}) do
@@ -141,7 +141,7 @@ local function check_snapshot(snap)
       and type(st.kind) == "string" and math.type(st.id) == "integer"
   end
   if not ok then
-    args.error(1, "openmetrics", "snapshot expected, got a table that is not "
+    args.error(1, "perfmon.openmetrics", "snapshot expected, got a table that is not "
       .. "one (no events or event_us: a snapshot of this perfmon?)", 2)
   end
 end

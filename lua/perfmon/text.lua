@@ -19,7 +19,7 @@ local FFFD = "\u{FFFD}" -- the replacement character
 -- U+10FFFF.
 function text.utf8(s)
   if type(s) ~= "string" then
-    args.error(1, "utf8", "string expected, got " .. type(s))
+    args.error(1, "perfmon.text.utf8", "string expected, got " .. type(s))
   end
   local _, bad = utf8.len(s)
   if not bad then return s end -- the common case: one pass in C
@@ -105,6 +105,145 @@ function text.json(v)
   -- outside strings cjson writes ASCII only, so an invalid byte is in a
   -- string, and replacing it keeps the text JSON
   return text.utf8(table.concat(out))
+end
+
+----------------------------------------------------------------------------
+-- Reading JSON back
+----------------------------------------------------------------------------
+
+-- lua-cjson reads every number as a double, which rounds the integers
+-- text.json writes past 2^53, and it takes what JSON is not (0x10, NaN);
+-- perfmon reads its own JSON back here, exactly and strictly.
+
+local function decode_error(msg, pos)
+  error(("%s at byte %d"):format(msg, pos), 0)
+end
+
+-- The first byte at or after pos that is not JSON whitespace.
+local function skip(s, pos)
+  return s:find("[^ \t\n\r]", pos) or #s + 1
+end
+
+local ESCAPES = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f",
+  n = "\n", r = "\r", t = "\t" }
+
+-- The string whose opening quote is at pos; returns it and the position
+-- after its closing quote.
+local function decode_string(s, pos)
+  local out, i = {}, pos + 1
+  while true do
+    local j = s:find("[\0-\31\"\\]", i)
+    if not j then decode_error("unfinished string", pos) end
+    out[#out + 1] = s:sub(i, j - 1)
+    local c = s:sub(j, j)
+    if c == '"' then return table.concat(out), j + 1 end
+    if c ~= "\\" then decode_error("control character in a string", j) end
+    local e = s:sub(j + 1, j + 1)
+    if ESCAPES[e] then
+      out[#out + 1], i = ESCAPES[e], j + 2
+    elseif e == "u" then
+      local hex = s:match("^%x%x%x%x", j + 2)
+      if not hex then decode_error("\\u needs 4 hex digits", j) end
+      local cp = tonumber(hex, 16)
+      i = j + 6
+      if cp >= 0xD800 and cp <= 0xDBFF then -- a surrogate pair
+        local lo = s:match("^\\u(%x%x%x%x)", i)
+        lo = lo and tonumber(lo, 16)
+        if not lo or lo < 0xDC00 or lo > 0xDFFF then decode_error("lone surrogate", j) end
+        cp, i = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00), i + 6
+      elseif cp >= 0xDC00 and cp <= 0xDFFF then
+        decode_error("lone surrogate", j)
+      end
+      out[#out + 1] = utf8.char(cp)
+    else
+      decode_error("invalid escape", j)
+    end
+  end
+end
+
+-- The number at pos, as JSON writes them (no 0x10, no NaN, no leading +
+-- or 0): an integer when it has no fraction or exponent and fits in 64
+-- bits, as Lua reads it; else a float.
+local function decode_number(s, pos)
+  local int, i = s:match("^(-?%d+)()", pos)
+  if not int or int:find("^-?0%d") then decode_error("invalid number", pos) end
+  local frac = s:match("^%.%d*", i) or ""
+  i = i + #frac
+  local exp = s:match("^[eE][-+]?%d*", i) or ""
+  i = i + #exp
+  if frac == "." or (exp ~= "" and not exp:find("%d$")) or s:find("^[%w.+-]", i) then
+    decode_error("invalid number", pos)
+  end
+  if frac == "" and exp == "" then return tonumber(int), i end
+  return tonumber(s:sub(pos, i - 1)), i
+end
+
+local decode_value
+
+-- The object or array whose bracket is at pos; returns it and the
+-- position after its closing bracket.  Keys without escapes, the common
+-- case, are read in one match.
+local function decode_container(s, pos, depth, close)
+  if depth > 64 then decode_error("nested too deep", pos) end
+  local out, n = {}, 0
+  local object = close == "}"
+  pos = skip(s, pos + 1)
+  if s:sub(pos, pos) == close then return out, pos + 1 end
+  while true do
+    local v
+    if object then
+      local k, after = s:match('^"([^%c"\\]*)"[ \t\n\r]*:()', pos)
+      if not k then
+        if s:sub(pos, pos) ~= '"' then decode_error("object key expected", pos) end
+        k, pos = decode_string(s, pos)
+        pos = skip(s, pos)
+        if s:sub(pos, pos) ~= ":" then decode_error("':' expected", pos) end
+        after = pos + 1
+      end
+      if out[k] ~= nil then decode_error(("key %q twice"):format(k), pos) end
+      v, pos = decode_value(s, skip(s, after), depth + 1)
+      out[k] = v
+    else
+      v, pos = decode_value(s, pos, depth + 1)
+      n = n + 1
+      out[n] = v
+    end
+    local c, after = s:match("^[ \t\n\r]*([^ \t\n\r]?)()", pos)
+    if c == close then return out, after end
+    if c ~= "," then decode_error(("',' or '%s' expected"):format(close), after - #c) end
+    pos = skip(s, after)
+  end
+end
+
+local LITERALS = { ["true"] = true, ["false"] = false }
+
+function decode_value(s, pos, depth)
+  local c = s:byte(pos)
+  if c == 45 or (c and c >= 48 and c <= 57) then return decode_number(s, pos) end -- - 0-9
+  if c == 34 then return decode_string(s, pos) end -- "
+  if c == 123 then return decode_container(s, pos, depth, "}") end -- {
+  if c == 91 then return decode_container(s, pos, depth, "]") end -- [
+  local word = s:match("^%a+", pos)
+  if word == "null" then return text.null, pos + 4 end
+  if LITERALS[word] ~= nil then return LITERALS[word], pos + #word end
+  decode_error(not c and "unexpected end" or "unexpected " .. (word or ("%q"):format(string.char(c))), pos)
+end
+
+--- The value of the JSON text s: objects and arrays as tables, null as
+-- text.null; an integer (no fraction, no exponent) that fits in 64 bits
+-- as a Lua integer, exactly, other numbers as floats.  Strict: what is
+-- not JSON (0x10, NaN, a trailing comma, a key twice, invalid UTF-8) is
+-- an error saying what and at which byte.
+function text.decode(s)
+  if type(s) ~= "string" then
+    args.error(1, "perfmon.text.decode", "string expected, got " .. type(s))
+  end
+  local _, bad = utf8.len(s)
+  if bad then decode_error("invalid UTF-8", bad) end
+  local v, pos = decode_value(s, skip(s, 1), 1)
+  pos = skip(s, pos)
+  if pos <= #s then decode_error("text after the value", pos) end
+  return v
 end
 
 return text
