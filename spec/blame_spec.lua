@@ -108,7 +108,7 @@ end
 local MODES = {
   exact = { events = 10, near = truth.assert_near },
   sampled = {
-    events = 60,
+    events = 150, -- a few hundred samples a figure: within its 25% at 3 sigma
     near = function(got_us, want_us, what)
       local lo, hi = want_us * 0.75 - 12000, want_us * 1.25 + 12000
       assert(got_us >= lo and got_us <= hi,
@@ -279,7 +279,7 @@ for mode, m in pairs(MODES) do
       chunk("glue", gglue, [[
         local perfmon, core = select(2, ...)
         local step = core.step
-        function core.step(...) spin("glue", 0.5) return perfmon.event(step, ...) end]],
+        function core.step(...) spin("glue", 2) return perfmon.event(step, ...) end]],
         spent, perfmon, core)
       local mon <close> = perfmon.monitor { "jank", mode = mode }
       local before = mon:snapshot()
