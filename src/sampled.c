@@ -99,6 +99,14 @@ typedef struct Self {
   const pm_Set *lib; /* the innermost library's set, until then */
 } Self;
 
+/* The walk found where self time's owner is decided with no plugin's set
+** above: the innermost library's set, if one was seen, keeps it. */
+static void self_to_library (pm_State *S, Self *o) {
+  if (o->lib != NULL)
+    pm_sw_sample_set(&S->e, o->lib, 1);
+  o->found = 1;
+}
+
 /* Whether frame ar runs perfmon.event's or nested_loop's bracket: the code
 ** above it is the new iteration's, not its caller's. */
 static int is_bracket (pm_State *S, lua_State *T, lua_Debug *ar) {
@@ -133,8 +141,7 @@ static int walk (pm_State *S, lua_State *T, Self *o) {
     if (s != NULL && s != last) {
       self = !o->found && !s->lib;
       if (self && above != NULL && pm_wraps(S, T, &up, &f.ar)) {
-        pm_sw_sample_set(&S->e, o->lib, 1); /* the library's own work */
-        o->found = 1;
+        self_to_library(S, o); /* the library's own work */
         self = 0;
       }
       pm_sw_sample_set(&S->e, s, self);
@@ -143,11 +150,8 @@ static int walk (pm_State *S, lua_State *T, Self *o) {
         o->lib = s;
       last = s;
     }
-    if (s == NULL && !o->found && is_bracket(S, T, &f.ar)) {
-      if (o->lib != NULL) /* no plugin above: the library's own */
-        pm_sw_sample_set(&S->e, o->lib, 1);
-      o->found = 1;
-    }
+    if (s == NULL && !o->found && is_bracket(S, T, &f.ar))
+      self_to_library(S, o);
     if ((above = s != NULL && s->lib ? s : NULL) != NULL)
       up = f.ar;
     if (!frames_next(S, &f))
@@ -174,8 +178,8 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
     walk(S, L, &o);
   while (n > 0 && walk(S, chain[--n], &o))
     ;
-  if (!o.found && o.lib != NULL)
-    pm_sw_sample_set(&S->e, o.lib, 1);
+  if (!o.found)
+    self_to_library(S, &o);
 }
 
 void pm_sampled_loop (lua_State *L, pm_State *S) {
