@@ -49,7 +49,8 @@ install(TARGETS perfmon_lite_xl
   COMPONENT lite-xl EXCLUDE_FROM_ALL)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/perfmon
   DESTINATION ${PERFMON_LITE_XL_PLUGIN}/lua
-  COMPONENT lite-xl EXCLUDE_FROM_ALL)
+  COMPONENT lite-xl EXCLUDE_FROM_ALL
+  PATTERN "busted*" EXCLUDE) # the test runner's output handler
 
 # The shim's test: every function api.h lists resolved by name, each one
 # missing an error naming it, the core then working (tests/xl_test.c).
