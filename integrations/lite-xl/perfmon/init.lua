@@ -11,13 +11,72 @@ local common = require "core.common"
 local config = require "core.config"
 local Doc = require "core.doc"
 local DocView = require "core.docview"
+local StatusView = require "core.statusview"
+local style = require "core.style"
 
-local ok, perfmon = pcall(require, "perfmon")
-if not ok then
-  core.error("perfmon: cannot load perfmon (see integrations/lite-xl/README.md "
-    .. "for the package.path and package.cpath lines of your init.lua): %s", perfmon)
-  return
+---------------------------------------------------------------------------
+-- Loading perfmon; failures that stay
+---------------------------------------------------------------------------
+
+-- This plugin's folder, where `cmake --install build --component lite-xl
+-- --prefix USERDIR` puts perfmon's Lua modules (lua/) and its native
+-- build for Lite XL (perfmon.so).
+local HERE = debug.getinfo(1, "S").source:sub(2):match("^(.*)[/\\]")
+local INSTALL = ("from perfmon's source tree: cmake --build build && "
+  .. "cmake --install build --component lite-xl --prefix %s"):format(USERDIR)
+
+-- A failure that keeps perfmon from running stays in the status bar until
+-- clicked, saying what to do (a message flashes for 5 s, then the next
+-- one replaces it), and goes to the log (core:open-log) whole.
+local function fail(summary, detail)
+  core.error("perfmon: %s%s", summary, detail and ("\n" .. detail) or "")
+  local name = "perfmon:failure"
+  if core.status_view:get_item(name) then core.status_view:remove_item(name) end
+  core.status_view:add_item {
+    name = name,
+    alignment = StatusView.Item.LEFT,
+    position = 1,
+    get_item = function() return { style.error, "perfmon: " .. summary .. " [click to dismiss]" } end,
+    command = function() core.status_view:remove_item(name) end,
+    tooltip = "perfmon is not running; the log (core:open-log) has the details",
+  }
+  return { failure = summary }
 end
+
+-- The usual C module (perfmon.core: the user's package.cpath, or where
+-- `cmake --install` put it) loads where Lite XL exports Lua's API (built
+-- with use_system_lua); Lite XL's release builds link Lua statically and
+-- export none of it, so there the native build loads instead, through Lite
+-- XL's native-plugin loader.  Returns perfmon, how its core loaded and why
+-- the usual one did not; or nil, what failed with its fix, and the details.
+local function load_perfmon()
+  package.path = package.path .. (";%s/lua/?.lua;%s/lua/?/init.lua"):format(HERE, HERE)
+  local ok, perfmon = pcall(require, "perfmon")
+  if ok then return perfmon, "perfmon.core, the C module" end
+  local usual = tostring(perfmon)
+  if not package.searchpath("perfmon", package.path) then
+    return nil, "perfmon's Lua modules are not installed; " .. INSTALL, usual
+  end
+  local native = HERE .. PATHSEP .. "perfmon.so"
+  if not system.get_file_info(native) then
+    return nil, "its C core cannot load here, and " .. native .. " is missing; " .. INSTALL, usual
+  end
+  local opened, native_core = pcall(system.load_native_plugin, "perfmon", native)
+  if not opened then
+    return nil, ("%s cannot load (%s); rebuild it for this Lite XL: %s")
+      :format(native, tostring(native_core):match("^[^\n]*"), INSTALL),
+      usual .. "\n" .. tostring(native_core)
+  end
+  package.loaded["perfmon.core"] = native_core
+  ok, perfmon = pcall(require, "perfmon")
+  if not ok then return nil, "cannot load: " .. tostring(perfmon):match("^[^\n]*"), tostring(perfmon) end
+  return perfmon, "perfmon.so, the native build, through Lite XL's native-plugin loader", usual
+end
+
+local perfmon, how, detail = load_perfmon()
+if not perfmon then return fail(how, detail) end
+core.log_quiet("perfmon: its C core is %s%s", how,
+  detail and ("; the usual C module cannot load here: " .. detail) or "")
 local watcher = require "perfmon.watcher"
 local plugin_watcher = require "perfmon.plugin_watcher"
 local Profiler = require "perfmon.profiler"
@@ -48,7 +107,44 @@ config.plugins.perfmon = common.merge({
 }, config.plugins.perfmon)
 local conf = config.plugins.perfmon
 
-local M = { groups = {}, warnings = {} }
+-- Checked here, so that an error names the key the user set
+-- (config.plugins.perfmon.mode), not the argument of the function it goes to.
+local core_limits = require "perfmon.core"
+local function number_from(min)
+  return function(v) return type(v) == "number" and v >= min and v < math.huge end
+end
+local function integer_in(min, max)
+  return function(v) return math.type(v) == "integer" and v >= min and v <= max end
+end
+local OPTIONS = {
+  jank_threshold_ms = { number_from(1), "a number of ms, 1 or more" },
+  alerts = { integer_in(1, math.maxinteger), "a positive integer" },
+  alerts_window_s = { number_from(0.001), "a positive number of seconds" },
+  cpu_percent = { function(v) return type(v) == "number" and v > 0 and v <= 100 end,
+    "a percentage above 0, at most 100" },
+  cpu_window_s = { number_from(0.001), "a positive number of seconds" },
+  ignore = { function(v)
+    if type(v) ~= "table" then return false end
+    for _, name in pairs(v) do if type(name) ~= "string" then return false end end
+    return true
+  end, 'a list of plugin names ({ "name", ... })' },
+  profile_seconds = { number_from(0), "a number of seconds (0: no profiler)" },
+  profile_rate_us = { integer_in(1, math.maxinteger), "a positive integer of µs" },
+  refresh_s = { number_from(0.05), "a number of seconds, 0.05 or more" },
+  mode = { function(v) return v == "exact" or v == "sampled" end, '"exact" or "sampled"' },
+  rate_us = { integer_in(core_limits.rate_min_us, core_limits.rate_max_us),
+    ("an integer from %d to %d"):format(core_limits.rate_min_us, core_limits.rate_max_us) },
+  diagnosis_s = { number_from(0.001), "a positive number of seconds" },
+}
+for key, check in pairs(OPTIONS) do
+  local v = conf[key]
+  if not check[1](v) then
+    return fail(("config.plugins.perfmon.%s is %s: %s expected; fix it in %s%sinit.lua")
+      :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2], USERDIR, PATHSEP))
+  end
+end
+
+local M = { groups = {}, warnings = {}, core = how }
 
 ---------------------------------------------------------------------------
 -- Plugins as groups
@@ -212,7 +308,8 @@ if conf.profile_seconds > 0 then
     math.ceil(conf.profile_seconds * 1e6 / conf.profile_rate_us), { timer = "tick" })
   if not started then
     M.profiler = nil
-    core.warn("perfmon: no profiler: %s", err)
+    core.warn("perfmon: no profiler (config.plugins.perfmon.profile_rate_us is %s): %s",
+      conf.profile_rate_us, err)
   end
 end
 
