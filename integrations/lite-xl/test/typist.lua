@@ -3,7 +3,9 @@
 -- it one character per pass of the threads, opens about:performance and
 -- saves a profile (when perfmon is loaded), waits for the bursts of the
 -- janky plugins (janky, apijanky) and the warnings they raise, writes what
--- it saw to PERFMON_CHECK_OUT and quits.  Every wait is bounded in passes.
+-- it saw to PERFMON_CHECK_OUT and quits; where perfmon failed to start,
+-- only whether its failure still shows after a message's time.  Every wait
+-- is bounded in passes.
 local core = require "core"
 local command = require "core.command"
 
@@ -20,8 +22,25 @@ local function wait(passes, s, until_fn)
   return until_fn == nil
 end
 
+-- perfmon failed to start: whether its failure is still in the status bar
+-- after a message would have gone (config.message_timeout)
+local function report_failure(out, pm)
+  local config = require "core.config"
+  wait(math.ceil((config.message_timeout + 1) / 0.1), 0.1)
+  out:write(("failure %s\n"):format(pm.failure))
+  out:write(("failure_shown %s\n"):format(core.status_view:get_item("perfmon:failure") ~= nil))
+end
+
 core.add_thread(function()
   local out = assert(io.open(OUT, "w"))
+  local failed = package.loaded["plugins.perfmon"]
+  if failed and failed.failure then
+    report_failure(out, failed)
+    out:write(("cpu %.6f\n"):format(os.clock()))
+    out:close()
+    core.quit(true)
+    return
+  end
   local doc = core.open_doc(DOC)
   core.root_view:open_doc(doc)
   for i = 1, #TEXT do
@@ -52,6 +71,8 @@ core.add_thread(function()
     out:write(("view %s %s\n"):format(view.doc and view.doc:get_name(), first))
     command.perform("perfmon:save-profile")
     out:write(("route %s\n"):format(pm.route))
+    out:write(("core %s\n"):format(pm.core))
+    out:write(("path %s\n"):format(require("perfmon").info().path))
     for _, w in ipairs(pm.warnings) do out:write(("warned %s %s\n"):format(w.name, w.message)) end
     local snap = pm.monitor:snapshot()
     for _, g in ipairs(pm.groups) do
