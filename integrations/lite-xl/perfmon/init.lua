@@ -23,7 +23,7 @@ local style = require "core.style"
 -- build for Lite XL (perfmon.so).
 local HERE = debug.getinfo(1, "S").source:sub(2):match("^(.*)[/\\]")
 local INSTALL = ("from perfmon's source tree: cmake --build build && "
-  .. "cmake --install build --component lite-xl --prefix %s"):format(USERDIR)
+  .. "cmake --install build --component lite-xl --prefix %s"):format(common.home_encode(USERDIR))
 
 -- A failure that keeps perfmon from running stays in the status bar until
 -- clicked, saying what to do (a message flashes for 5 s, then the next
@@ -59,12 +59,13 @@ local function load_perfmon()
   end
   local native = HERE .. PATHSEP .. "perfmon.so"
   if not system.get_file_info(native) then
-    return nil, "its C core cannot load here, and " .. native .. " is missing; " .. INSTALL, usual
+    return nil, "its C core cannot load here and perfmon.so is missing from its folder; " .. INSTALL,
+      usual .. "\nno " .. native
   end
   local opened, native_core = pcall(system.load_native_plugin, "perfmon", native)
   if not opened then
-    return nil, ("%s cannot load (%s); rebuild it for this Lite XL: %s")
-      :format(native, tostring(native_core):match("^[^\n]*"), INSTALL),
+    return nil, ("its perfmon.so cannot load (%s); rebuild it for this Lite XL, %s")
+      :format(tostring(native_core):match("^[^\n]*"), INSTALL),
       usual .. "\n" .. tostring(native_core)
   end
   package.loaded["perfmon.core"] = native_core
@@ -140,7 +141,8 @@ for key, check in pairs(OPTIONS) do
   local v = conf[key]
   if not check[1](v) then
     return fail(("config.plugins.perfmon.%s is %s: %s expected; fix it in %s%sinit.lua")
-      :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2], USERDIR, PATHSEP))
+      :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2],
+        common.home_encode(USERDIR), PATHSEP))
   end
 end
 
