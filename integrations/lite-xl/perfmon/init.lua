@@ -22,12 +22,14 @@ local style = require "core.style"
 -- --prefix USERDIR` puts perfmon's Lua modules (lua/) and its native
 -- build for Lite XL (perfmon.so).
 local HERE = debug.getinfo(1, "S").source:sub(2):match("^(.*)[/\\]")
-local INSTALL = ("from perfmon's source tree: cmake --build build && "
-  .. "cmake --install build --component lite-xl --prefix %s"):format(common.home_encode(USERDIR))
+local INSTALL = ("run cmake --install build --component lite-xl --prefix %s")
+  :format(common.home_encode(USERDIR))
+local HOW_TO_INSTALL = "(in perfmon's source tree, after cmake -S . -B build && cmake --build build)"
 
 -- A failure that keeps perfmon from running stays in the status bar until
--- clicked, saying what to do (a message flashes for 5 s, then the next
--- one replaces it), and goes to the log (core:open-log) whole.
+-- clicked, short enough to fit and saying what to do (a message flashes
+-- for 5 s, then the next one replaces it), and goes to the log
+-- (core:open-log) with the details.
 local function fail(summary, detail)
   core.error("perfmon: %s%s", summary, detail and ("\n" .. detail) or "")
   local name = "perfmon:failure"
@@ -36,7 +38,7 @@ local function fail(summary, detail)
     name = name,
     alignment = StatusView.Item.LEFT,
     position = 1,
-    get_item = function() return { style.error, "perfmon: " .. summary .. " [click to dismiss]" } end,
+    get_item = function() return { style.error, "perfmon: " .. summary .. " [dismiss]" } end,
     command = function() core.status_view:remove_item(name) end,
     tooltip = "perfmon is not running; the log (core:open-log) has the details",
   }
@@ -55,18 +57,18 @@ local function load_perfmon()
   if ok then return perfmon, "perfmon.core, the C module" end
   local usual = tostring(perfmon)
   if not package.searchpath("perfmon", package.path) then
-    return nil, "perfmon's Lua modules are not installed; " .. INSTALL, usual
+    return nil, "not installed; " .. INSTALL, HOW_TO_INSTALL .. "\n" .. usual
   end
   local native = HERE .. PATHSEP .. "perfmon.so"
   if not system.get_file_info(native) then
-    return nil, "its C core cannot load here and perfmon.so is missing from its folder; " .. INSTALL,
-      usual .. "\nno " .. native
+    return nil, "no perfmon.so in its folder; " .. INSTALL,
+      HOW_TO_INSTALL .. "\nno " .. native .. ", and the usual C module cannot load here: " .. usual
   end
   local opened, native_core = pcall(system.load_native_plugin, "perfmon", native)
   if not opened then
-    return nil, ("its perfmon.so cannot load (%s); rebuild it for this Lite XL, %s")
+    return nil, ("its perfmon.so cannot load (%s); rebuild it, then %s")
       :format(tostring(native_core):match("^[^\n]*"), INSTALL),
-      usual .. "\n" .. tostring(native_core)
+      HOW_TO_INSTALL .. "\n" .. native .. ": " .. tostring(native_core) .. "\n" .. usual
   end
   package.loaded["perfmon.core"] = native_core
   ok, perfmon = pcall(require, "perfmon")
@@ -140,9 +142,9 @@ local OPTIONS = {
 for key, check in pairs(OPTIONS) do
   local v = conf[key]
   if not check[1](v) then
-    return fail(("config.plugins.perfmon.%s is %s: %s expected; fix it in %s%sinit.lua")
-      :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2],
-        common.home_encode(USERDIR), PATHSEP))
+    return fail(("config.plugins.perfmon.%s is %s: %s expected; fix it in init.lua")
+      :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2]),
+      ("in %s%sinit.lua"):format(common.home_encode(USERDIR), PATHSEP))
   end
 end
 

@@ -23,12 +23,16 @@ local function wait(passes, s, until_fn)
 end
 
 -- perfmon failed to start: whether its failure is still in the status bar
--- after a message would have gone (config.message_timeout)
+-- after a message would have gone (config.message_timeout), and gone once
+-- clicked
 local function report_failure(out, pm)
   local config = require "core.config"
   wait(math.ceil((config.message_timeout + 1) / 0.1), 0.1)
   out:write(("failure %s\n"):format(pm.failure))
-  out:write(("failure_shown %s\n"):format(core.status_view:get_item("perfmon:failure") ~= nil))
+  local item = core.status_view:get_item("perfmon:failure")
+  out:write(("failure_shown %s\n"):format(item ~= nil))
+  if item and item.on_click then item.on_click(1, item.x, 0) end
+  out:write(("failure_dismissed %s\n"):format(core.status_view:get_item("perfmon:failure") == nil))
 end
 
 core.add_thread(function()
