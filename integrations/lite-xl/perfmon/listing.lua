@@ -17,9 +17,26 @@ function listing.new()
   return setmetatable({ lines = {}, selected = 1, expanded = false, rows = {} }, Listing)
 end
 
---- Each line: { kind = "plugin", row, key = its name, idle = true for an
--- idle one }, { kind = "fold", count = how many idle, expanded, key =
--- "(idle)" } or { kind = "total", row = the whole editor's, key }.
+-- The selection stays on its key; on the fold when its plugin is idle and
+-- folded; where it was (within the lines) when its line is gone.
+local function select_key(self, key, idle)
+  for i, line in ipairs(self.lines) do
+    if line.key == key then
+      self.selected = i
+      return
+    end
+  end
+  for _, line in ipairs(idle or {}) do
+    if line.key == key then return select_key(self, "(idle)") end
+  end
+  self.selected = math.max(1, math.min(self.selected, #self.lines))
+end
+
+--- Lays out the lines of rows (model.rows', by self time) and total
+-- (model.total's; optional), the selection kept on its line.  Each line:
+-- { kind = "plugin", row, key = its name, idle = true for an idle one },
+-- { kind = "fold", count = how many idle, expanded, key = "(idle)" } or
+-- { kind = "total", row = the whole editor's, key }.
 function Listing:set(rows, total)
   if type(rows) ~= "table" then
     error("bad argument #1 to 'set' (model.rows' rows expected, got " .. type(rows) .. ")", 2)
@@ -43,22 +60,7 @@ function Listing:set(rows, total)
   end
   if total then lines[#lines + 1] = { kind = "total", row = total, key = total.name } end
   self.lines = lines
-  self:select_key(key, idle)
-end
-
--- The selection stays on its key; on the fold when its plugin is idle and
--- folded; where it was (within the lines) when its line is gone.
-function Listing:select_key(key, idle)
-  for i, line in ipairs(self.lines) do
-    if line.key == key then
-      self.selected = i
-      return
-    end
-  end
-  for _, line in ipairs(idle or {}) do
-    if line.key == key then return self:select_key("(idle)") end
-  end
-  self.selected = math.max(1, math.min(self.selected, #self.lines))
+  select_key(self, key, idle)
 end
 
 --- The selected line (nil when there is none).
