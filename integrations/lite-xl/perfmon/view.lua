@@ -238,8 +238,8 @@ function PerformanceView:draw_detail(x, y, w)
     local label = long and ("%d-%d"):format(b.lo, b.hi) or tostring(b.lo)
     common.draw_text(style.font, style.dim, label, "center", bx, base, bw, lh)
   end
-  common.draw_text(style.font, style.dim, "its events by their own time, in ms (bars on a log scale)",
-    "left", x, base + lh, w, lh)
+  local caption = columns.truncate("its events by their own time, in ms (bars on a log scale)", w, measure)
+  common.draw_text(style.font, style.dim, caption, "left", x, base + lh, w, lh)
 end
 
 function PerformanceView:draw()
