@@ -164,8 +164,8 @@ M.watcher = plugin_watcher.new {
 ---------------------------------------------------------------------------
 
 -- With the profiler, each plugin's hottest place in its samples (the last
--- profile_seconds of CPU time) too: the rows, the whole editor's and the
--- count column's name (view.lua), or all of it as text.
+-- profile_seconds of CPU time) too: the rows, the whole editor's, the
+-- count column's name (view.lua) and the snapshot; or all of it as text.
 function M.figures()
   local snap = M.monitor:snapshot()
   local places = M.profiler and where.find_all(M.profiler, 0, nil, where.libraries(snap))
@@ -181,9 +181,12 @@ end
 local PerformanceView = require((...) .. ".view")
 command.add(nil, {
   ["perfmon:show-performance"] = function()
-    local view = PerformanceView { figures = M.figures, text = M.text, refresh_s = conf.refresh_s,
+    -- one view: brought to the front when it is open
+    local node = M.view and core.root_view.root_node:get_node_for_view(M.view)
+    if node then return node:set_active_view(M.view) end
+    M.view = PerformanceView { figures = M.figures, text = M.text, refresh_s = conf.refresh_s,
       jank_ms = conf.jank_threshold_ms }
-    core.root_view:get_active_node_default():add_view(view)
+    core.root_view:get_active_node_default():add_view(M.view)
   end,
 })
 
