@@ -9,8 +9,6 @@ local core = require "core"
 local command = require "core.command"
 local common = require "core.common"
 local config = require "core.config"
-local Doc = require "core.doc"
-local DocView = require "core.docview"
 local StatusView = require "core.statusview"
 local style = require "core.style"
 
@@ -103,7 +101,7 @@ config.plugins.perfmon = common.merge({
   ignore = {},
   profile_seconds = 30, -- 0: no profiler, no "Perfmon: Save Profile"
   profile_rate_us = 1000,
-  refresh_s = 1, -- how often the about:performance view is rewritten
+  refresh_s = 1, -- how often the performance view takes the figures again
   mode = "exact", -- "sampled": no hook, plugins charged from samples
   rate_us = 4000, -- sampled: µs of CPU time between two samples
   diagnosis_s = 10, -- sampled: after a warning, measure exactly this long
@@ -262,43 +260,33 @@ M.watcher = plugin_watcher.new {
 }
 
 ---------------------------------------------------------------------------
--- about:performance
+-- The performance view
 ---------------------------------------------------------------------------
 
 -- With the profiler, each plugin's hottest place in its samples (the last
--- profile_seconds of CPU time) too.
-function M.text()
+-- profile_seconds of CPU time) too: the rows, the whole editor's, the
+-- count column's name (view.lua) and the snapshot; or all of it as text.
+function M.figures()
   local snap = M.monitor:snapshot()
   local places = M.profiler and where.find_all(M.profiler, 0, nil, where.libraries(snap))
-  return model.text(model.rows(snap, M.groups, places), snap,
-    conf.mode == "sampled" and "samples" or "ticks")
+  return model.rows(snap, M.groups, places), model.total(snap),
+    conf.mode == "sampled" and "samples" or "ticks", snap
 end
 
-local PerformanceDoc = Doc:extend()
-function PerformanceDoc:get_name() return "about:performance" end
-function PerformanceDoc:is_dirty() return false end
-
--- Rewritten in place, out of the undo history, the cursor kept.
-function PerformanceDoc:set_text(text)
-  local line, col = self:get_selection()
-  local scratch = { idx = 1 }
-  local now = system.get_time()
-  self:raw_remove(1, 1, #self.lines, #self.lines[#self.lines], scratch, now)
-  self:raw_insert(1, 1, text, scratch, now)
-  self:set_selection(self:sanitize_position(line, col))
+function M.text()
+  local rows, _, count, snap = M.figures()
+  return model.text(rows, snap, count)
 end
 
+local PerformanceView = require((...) .. ".view")
 command.add(nil, {
   ["perfmon:show-performance"] = function()
-    local doc = PerformanceDoc()
-    doc:set_text(M.text())
-    core.root_view:get_active_node_default():add_view(DocView(doc))
-    core.add_thread(function()
-      while #core.get_views_referencing_doc(doc) > 0 do
-        doc:set_text(M.text())
-        coroutine.yield(conf.refresh_s)
-      end
-    end)
+    -- one view: brought to the front when it is open
+    local node = M.view and core.root_view.root_node:get_node_for_view(M.view)
+    if node then return node:set_active_view(M.view) end
+    M.view = PerformanceView { figures = M.figures, text = M.text, refresh_s = conf.refresh_s,
+      jank_ms = conf.jank_threshold_ms }
+    core.root_view:get_active_node_default():add_view(M.view)
   end,
 })
 
