@@ -17,6 +17,7 @@
 #include "lupvalues.h"
 #include "fleet.h"
 #include "hook.h"
+#include "monitor.h"
 #include "path.h"
 #include "resolve.h"
 #include "perfmon.h"
@@ -433,8 +434,6 @@ static uint32_t check_rate (lua_State *L, int sampled) {
   return (uint32_t)r;
 }
 
-static void hooks_guard (lua_State *L, int shared); /* debug.sethook's */
-
 /* core.open(probes) -> mask, rate_us: takes the probes the list names, for
 ** a monitor of probes.mode; rate_us is false for an exact one */
 static int l_open (lua_State *L) {
@@ -478,7 +477,6 @@ static int l_open (lua_State *L) {
                         "monitor cannot tell each group's allocations)");
   if ((err = pm_monitor_open(L, S, mask, rate)) != NULL)
     return luaL_error(L, "perfmon: %s", err);
-  hooks_guard(L, S->exact > 0);
   lua_pushinteger(L, mask);
   if (rate != 0)
     lua_pushinteger(L, rate);
@@ -493,10 +491,8 @@ static int l_close (lua_State *L) {
   unsigned mask = check_probes(L, 1);
   lua_Integer rate = lua_toboolean(L, 2) ? luaL_checkinteger(L, 2) : 0;
   luaL_argcheck(L, rate >= 0 && rate <= PM_RATE_MAX, 2, "not a rate_us");
-  if (S != NULL && (rate != 0 ? S->nsampled : S->exact) > 0) {
+  if (S != NULL)
     pm_monitor_close(L, S, mask, (uint32_t)rate);
-    hooks_guard(L, S->exact > 0);
-  }
   return 0;
 }
 
@@ -1272,8 +1268,7 @@ static int state_close (lua_State *L) {
     return 0;
   if (S->profiler != NULL) /* one whose __gc ran and that was restarted */
     pm_profiler_stop(L, S->profiler, 0, PM_PROF_STOPPED);
-  pm_hook_close(S);
-  hooks_guard(L, 0);
+  pm_monitor_free(L, S);
   if (S->fleet_id != 0)
     pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
   pm_groups_free(&S->e);
@@ -1289,6 +1284,7 @@ static void state_open (lua_State *L) {
     return;
   S = pm_state_new(L, state_close);
   pm_hook_choose(L, S);
+  S->hooks_shared = hooks_guard;
   S->brackets[0] = l_event;
   S->brackets[1] = l_nested_loop;
   watched = pm_watch_open(L, S);

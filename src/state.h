@@ -64,8 +64,13 @@ struct pm_State {
   const lua_State *loop_thread[PM_MAX_LOOPS];
   const void *loop_ci[PM_MAX_LOOPS];
 
-  /* hook.c */
+  /* monitor.c */
   int exact; /* exact monitors open: the call/return hook is installed */
+  /* lhooks.c's: debug.sethook and gethook shared or not, as exact
+  ** monitors are open or not; NULL without the debug library */
+  void (*hooks_shared)(lua_State *L, int shared);
+
+  /* hook.c */
   lua_Hook hook; /* the fast or the public one */
   lua_Hook chain_hook; /* the same, calling a program's hook chained */
   int frame_direct; /* frames are read through CallInfo (frame.h) */
