@@ -11,7 +11,6 @@
 #include "perfmon.h"
 #include "proto.h"
 #include "resolve.h"
-#include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
 #include "watch.h"
@@ -147,7 +146,7 @@ static void count_hook (lua_State *L, lua_Debug *ar) {
     pm_hook_unrequest(S, L);
   for (i = 0; i < PM_SAMPLERS; i++)
     if (S->samplers[i] != NULL)
-      pm_sampler_answer(S->samplers[i], L);
+      S->answer(S->samplers[i], L);
 }
 
 /* Sets h for mask and count on L, keeping a count request that waits for

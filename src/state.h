@@ -44,8 +44,11 @@ struct pm_State {
   /* fleet.c: this state's entry on the process's board, or 0 */
   uint64_t fleet_id;
 
-  /* sampler.c: the samplers running, or NULL */
+  /* sampler.c: the samplers running, or NULL, and what answers them at
+  ** the count event they asked for (pm_sampler_answer, set by the first
+  ** sampler made: the hook calls it, never sampler.c by name) */
   pm_Sampler *samplers[PM_SAMPLERS];
+  void (*answer)(pm_Sampler *s, lua_State *L);
   /* what resumes a coroutine (trap.h's f): coroutine.resume, what a
   ** function of coroutine.wrap runs, and the profiler's (coroutines.c) */
   lua_CFunction co_f[3];
