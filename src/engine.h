@@ -20,6 +20,7 @@
 #ifndef PM_ENGINE_H
 #define PM_ENGINE_H
 
+#include "chunk.h"
 #include "clock.h"
 #include "context.h"
 #include "group.h"

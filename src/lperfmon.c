@@ -50,7 +50,7 @@ static int state_close (lua_State *L) {
   pm_monitor_free(L, S);
   if (S->fleet_id != 0)
     pm_fleet_close(S->fleet_id); /* its last totals stay on the board */
-  pm_groups_free(&S->e);
+  pm_chunks_free(&S->e);
   pm_watch_close(L, S);
   S->closed = 1;
   return 0;

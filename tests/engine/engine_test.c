@@ -91,7 +91,7 @@ static void unmonitor (unsigned probes) {
   pm_sw_probes(&E, probes, -1);
   if (--E.monitors == 0)
     pm_sw_stop(&E);
-  pm_groups_free(&E);
+  pm_chunks_free(&E);
   pm_map_free(&E.known, E.falloc, E.fud);
   CHECK(E.bytes == 0);
 }
