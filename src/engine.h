@@ -158,6 +158,13 @@ struct pm_Engine {
   int animating; /* the host says an animation runs */
   int event_animated; /* an animation ran during the open event */
   double last_input, event_since; /* wall µs */
+
+  /* group.c's calls to what names sets, the contexts above it (context.h),
+  ** set by pm_ctx_init: a sweep spares the contexts that run or wait to
+  ** be flushed and frees those naming a dying group (sweep) before the sets
+  ** go; pm_sets_free frees them all first (free) */
+  void (*ctx_sweep)(pm_Engine *E);
+  void (*ctx_free)(pm_Engine *E);
 };
 
 /* Readies a zeroed E to allocate with f and ud. */

@@ -326,7 +326,7 @@ pm_Set *pm_set_intern (pm_Engine *E, pm_Group **g, int n) {
 
 void pm_sets_free (pm_Engine *E) {
   int i;
-  pm_ctx_free(E); /* contexts name sets */
+  E->ctx_free(E); /* contexts name sets */
   for (i = 0; i < E->nsets; i++)
     set_free(E, E->sets[i]);
   if (E->sets != NULL)
@@ -458,7 +458,6 @@ static void groups_shrink (pm_Engine *E) {
 
 int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
   pm_Group *g;
-  pm_Ctx *c;
   int i, n = 0, freed;
   if (E->ndead == 0)
     return 0;
@@ -471,10 +470,7 @@ int pm_groups_sweep (pm_Engine *E, void (*spare)(void *ud), void *ud) {
     g->dying = 0;
   for (g = E->windowed; g != NULL; g = g->next_windowed)
     g->dying = 0;
-  for (c = E->charged; c != NULL; c = c->next_charged)
-    pm_ctx_spare(c);
-  pm_ctx_spare(E->ctx);
-  pm_ctx_sweep(E); /* before the sets they name */
+  E->ctx_sweep(E); /* before the sets they name */
   if (sets_reap(E) > 0) {
     pm_functions_forget(E);
     pm_map_shrink(&E->fns, E->falloc, E->fud);
