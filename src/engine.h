@@ -11,11 +11,11 @@
 ** Two address maps key records on a Lua object's address: `fns`, the
 ** functions the hook looks up at every call (resolve.c), apart so that
 ** it stays small and its entries dense; `known`, everything else: threads
-** (hook.c), environments, chunks, prototypes and upvalues (group.c).  The
-** adapter's allocator wrapper (watch.c) drops an entry the moment Lua
-** frees its key, so that an address reused by a new object never inherits
-** the old object's groups; one filter of both maps' keys (`keyed`) tells
-** it which frees to look up.
+** (hook.c), environments and upvalues (group.c), chunks and prototypes
+** (chunk.c).  The adapter's allocator wrapper (watch.c) drops an entry the
+** moment Lua frees its key, so that an address reused by a new object
+** never inherits the old object's groups; one filter of both maps' keys
+** (`keyed`) tells it which frees to look up.
 */
 #ifndef PM_ENGINE_H
 #define PM_ENGINE_H

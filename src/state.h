@@ -85,7 +85,7 @@ struct pm_State {
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
   int threads_hooked; /* every coroutine has the monitor's hook */
 
-  /* lperfmon.c: perfmon.event's and nested_loop's C functions, whose
+  /* lmarkers.c: perfmon.event's and nested_loop's C functions, whose
   ** frames are boundaries of sets (hook.h's pm_hook_boundary) */
   lua_CFunction brackets[2];
 
