@@ -335,6 +335,7 @@ module:log("info", "one perfmon event per network callback and timer (%s backend
 -- one's warnings: the last warning about each module (wall time, and the
 -- window within which it is not repeated) outlives it.
 local warned = saved.warned or {};
+local diagnosis_s = module:get_option_number("perfmon_diagnosis", 10);
 watcher.configure { jank_threshold_us = module:get_option_number("perfmon_jank_threshold", 50) * 1000 };
 local pw = plugin_watcher.new {
 	kind = KIND,
@@ -356,7 +357,8 @@ local pw = plugin_watcher.new {
 	-- sampled: the watcher too; a warning then measures exactly for a while
 	mode = mode,
 	rate_us = rate_us,
-	escalate_ms = mode == "sampled" and module:get_option_number("perfmon_diagnosis", 10) * 1000 or nil,
+	-- (perfmon_diagnosis = 0: none)
+	escalate_ms = mode == "sampled" and diagnosis_s > 0 and diagnosis_s * 1000 or nil,
 	on_diagnosis = function(d)
 		local st = d.stats or { self_us = 0, cpu_us = 0, events = 0 };
 		module:log("warn", "%s, measured exactly over %.0f s: %.1f ms of its own CPU time (%.1f ms with what it calls) in %d events",
@@ -512,13 +514,19 @@ local function publish_instance(name, host, st)
 	set_histogram(metrics.host_jank:with_labels(name, host), st.self_durations, st.events, st.self_event_us / 1e6);
 end
 
+-- Modules that never ran have no series: rendering /metrics is Prosody's
+-- own work (util.openmetrics), and grows with every series.
+local function ran(st) return st.cpu_us > 0 or st.events > 0; end
+
 module:hook("stats-update", function()
 	local snap = monitor:snapshot();
 	for name, entry in pairs(registry) do
-		if entry.prefix then
-			publish(name, snap.groups[entry.group.id]);
+		local st = snap.groups[entry.group.id];
+		if entry.prefix and ran(st) then
+			publish(name, st);
 			for host, inst in pairs(entry.instances) do
-				if inst.env then publish_instance(name, host, snap.groups[inst.group.id]); end
+				local ist = snap.groups[inst.group.id];
+				if inst.env and ran(ist) then publish_instance(name, host, ist); end
 			end
 		end
 	end

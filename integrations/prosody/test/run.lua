@@ -45,7 +45,8 @@
 -- of its own clock, no event of 512 ms or more while the load runs (the
 -- top bucket of /metrics' histogram of CPU time per event), every message
 -- delivered.  "load-cost" (bench/prosody --load) measures the server's
--- CPU per message under that load for none, sampled and exact.
+-- CPU per message under that load for none, sampled (with and without
+-- the diagnosis) and exact.
 
 local socket = require "socket"
 local mime = require "mime"
@@ -135,7 +136,8 @@ VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
     opts.host_ms or 0, opts.calls or 0,
     (opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "")
       .. (opts.rate_us and ("\nperfmon_rate_us = %s"):format(opts.rate_us) or "")
-      .. (opts.cpu_percent and ("\nperfmon_cpu_percent = %s"):format(opts.cpu_percent) or ""),
+      .. (opts.cpu_percent and ("\nperfmon_cpu_percent = %s"):format(opts.cpu_percent) or "")
+      .. (opts.diagnosis and ("\nperfmon_diagnosis = %s"):format(opts.diagnosis) or ""),
     d, HOST, OTHER_HOST, opts.modules and ('Component "conference.%s" "muc"'):format(HOST) or ""))
   f:close()
 end
@@ -441,7 +443,16 @@ local function test_enabled()
     end)
     print(("prosody test: %d messages delivered over %d sessions"):format(MESSAGES, MESSAGES // PER_SESSION))
     check_figures(srv)
-    local out = shell(srv.dir, "module", "unload", "perfmon_test")
+    -- a reload of mod_perfmon repeats no warning
+    local function warnings()
+      return select(2, read_file(srv.dir .. "/prosody.log"):gsub("is slowing things down", ""))
+    end
+    local before = warnings()
+    local out = shell(srv.dir, "module", "reload", "perfmon")
+    check(out:match("Module reloaded"), "reloading perfmon: %s", out)
+    socket.sleep(3)
+    check(warnings() == before, "the reload of mod_perfmon repeated a warning:\n%s", read_file(srv.dir .. "/prosody.log"))
+    out = shell(srv.dir, "module", "unload", "perfmon_test")
     check(out:match("Module unloaded from 2 hosts"), "unloading perfmon_test: %s", out)
     local shown = shell(srv.dir, "perfmon", "show")
     check(not shown:match("\n%s*perfmon_test%s"), "perfmon_test is listed after its unload:\n%s", shown)
@@ -689,12 +700,15 @@ local function test_load()
 end
 
 -- bench/prosody --load: the server's CPU per message under the load, for
--- none, sampled and exact, in rounds whose order alternates, warnings
--- firing as in the test (perfmon_cpu_percent = 3: perfmon_test is warned
--- about, and in sampled mode the warning opens the diagnosis).
+-- none, sampled, sampled without the diagnosis and exact, in rounds whose
+-- order alternates, warnings firing as in the test (perfmon_cpu_percent =
+-- 3: perfmon_test is warned about, and in sampled mode each warning opens
+-- the diagnosis).
 local function load_cost(pairs_n)
   local stats = dofile(SOURCE .. "/bench/stats.lua")
-  local configs = { "none", "sampled", "exact" }
+  -- "sampled-0": sampled with perfmon_diagnosis = 0, no diagnosis after
+  -- a warning
+  local configs = { "none", "sampled", "sampled-0", "exact" }
   local load = setmetatable({ seconds = 30 }, { __index = LOAD })
   print(("prosody %s, %s; %d CPUs, load %s; %d clients, a message every %.1f s each for %d s, perfmon_test %d calls a message; %d rounds (%s, reversed every other)")
     :format(sh("dpkg-query -W -f '${Version}' prosody 2>/dev/null"), _VERSION, tonumber(sh("nproc")),
@@ -704,7 +718,8 @@ local function load_cost(pairs_n)
   local times = stats.interleave(configs, 2 * pairs_n, function(c)
     if runs % #configs == 0 then io.write(("round %2d, us/message:"):format(runs // #configs + 1)) end
     local opts = setmetatable({ jank_ms = 50, cpu_percent = 3 }, { __index = LOAD_OPTS })
-    if c ~= "none" then opts.perfmon, opts.mode = true, c end
+    if c ~= "none" then opts.perfmon, opts.mode = true, c:match("^%a+") end
+    if c == "sampled-0" then opts.diagnosis = 0 end
     local us, log = with_server(opts, function(srv)
       local r, _, _, cpu = run_load(srv, load)
       check(r.delivered == r.sent, "%d of %d messages delivered", r.delivered, r.sent)
@@ -723,7 +738,7 @@ local function load_cost(pairs_n)
     print(("  %-18s %.0f (%.0f-%.0f)"):format(c, stats.median(xs), stats.quantile(xs, 0.25), stats.quantile(xs, 0.75)))
   end
   print(("ratios: median (IQR) over %d pairs of rounds"):format(pairs_n))
-  for _, r in ipairs { { "sampled", "none", "issue 37: <= 1.10" }, { "exact", "none" } } do
+  for _, r in ipairs { { "sampled", "none", "issue 37: <= 1.10" }, { "sampled-0", "none" }, { "exact", "none" } } do
     local q = stats.paired(times, r[1], r[2])
     print(("  %-18s %.3fx (%.3f-%.3f)%s"):format(r[1] .. " / " .. r[2], q.median, q.q1, q.q3,
       r[3] and "   " .. r[3] or ""))
