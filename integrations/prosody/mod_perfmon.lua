@@ -450,13 +450,14 @@ local function performance_table(snap, unfold)
 end
 
 -- perfmon:show() folds each module's VirtualHost instances under it (its
--- row says how many: "c2s (2)"); perfmon:show(true) lists them.
+-- row says how many: "c2s (2)"); with any argument, perfmon:show(true) or
+-- prosodyctl shell perfmon show all, it lists them.
 local shell_env = module:shared("/*/admin_shell/env");
 shell_env.perfmon = {};
 function shell_env.perfmon:show(instances)
 	for _, line in ipairs(performance_table(monitor:snapshot(), instances)) do self.session.print(line); end
 	return true, "CPU time per module since mod_perfmon loaded (self: its own code, share: of the server's)"
-		.. (instances and "" or "; perfmon:show(true) lists each VirtualHost's instance");
+		.. (instances and "" or "; perfmon:show(true) lists each VirtualHost's instance (prosodyctl shell perfmon show all)");
 end
 
 ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@
 -- the idle one's (the admin shell's table, which lists it first), a
 -- warning about it and about no other module; unloaded, it leaves the
 -- table.  Then the same with mod_perfmon loaded into the running server
--- after every other module; and a server with perfmon_mode set to a mode
+-- after every other module, and on the select backend; and a server with perfmon_mode set to a mode
 -- mod_perfmon does not know: an error in the log naming the option, and no
 -- mod_perfmon.  Exits 77 (skipped) without Prosody.  Every wait is
 -- bounded; the server is stopped by its PID.
@@ -137,7 +137,8 @@ VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
     (opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "")
       .. (opts.rate_us and ("\nperfmon_rate_us = %s"):format(opts.rate_us) or "")
       .. (opts.cpu_percent and ("\nperfmon_cpu_percent = %s"):format(opts.cpu_percent) or "")
-      .. (opts.diagnosis and ("\nperfmon_diagnosis = %s"):format(opts.diagnosis) or ""),
+      .. (opts.diagnosis and ("\nperfmon_diagnosis = %s"):format(opts.diagnosis) or "")
+      .. (opts.backend and ("\nnetwork_backend = %q"):format(opts.backend) or ""),
     d, HOST, OTHER_HOST, opts.modules and ('Component "conference.%s" "muc"'):format(HOST) or ""))
   f:close()
 end
@@ -397,7 +398,12 @@ local function check_figures(srv, tolerance)
     check(name == "perfmon_test" or s < charged, "module %s (%.3f s) is above perfmon_test", name, s)
   end
 
-  local shown = shell(srv.dir, "perfmon", "show")
+  -- folded: perfmon_test first, its two instances in one row; unfolded
+  -- (any argument: prosodyctl shell perfmon show all), each under it
+  local folded = shell(srv.dir, "perfmon", "show")
+  check(folded:match("module[^\n]*\nperfmon_test %(2%) ") and not folded:match("\n%s+@"),
+    "the shell's table does not fold perfmon_test's instances under it:\n%s", folded)
+  local shown = shell(srv.dir, "perfmon", "show", "all")
   print(shown)
   local rows, first_row = table_rows(shown)
   check(first_row == "perfmon_test", "the shell's table lists %s first, not perfmon_test:\n%s",
@@ -483,11 +489,30 @@ local function test_loaded_late()
   check_log(log, true)
 end
 
+-- The select backend (network_backend = "select"): the same listeners and
+-- timers, called from its own loop: events, figures and the warning as
+-- with epoll.
+local function test_select()
+  local _, log = with_server({ perfmon = true, iterations = 1500000, backend = "select" }, function(srv)
+    exchange(srv.c2s_port, MESSAGES, PER_SESSION)
+    print(("prosody test (select backend): %d messages delivered"):format(MESSAGES))
+    check_figures(srv)
+  end)
+  check(log:match("one perfmon event per network callback and timer %(select backend%)"),
+    "mod_perfmon on select does not say so:\n%s", log)
+  -- Prosody 0.12.3's own: select's pause() of a connection already closed
+  -- (net.http.server's runner, after GET /metrics) raises "table index is
+  -- nil", with mod_perfmon or without it
+  log = log:gsub("[^\n]*\terror\tTop%-level error, please report:\n[^\n]*server_select%.lua:%d+: table index is nil\n"
+    .. "[^\n]*\terror\t\n", "")
+  check_log(log, true)
+end
+
 -- perfmon_mode = "sampled": the shell's table counts each module's samples
 -- (a sampled monitor counts no ticks), and perfmon_test, the module that
 -- burns, is made of samples of about the timer's period each (4 ms; a few
 -- times that where a loaded kernel holds the tick timer's signals back).
--- No turn janks and no module is busy enough to warn about: a warning
+-- No event janks and no module is busy enough to warn about: a warning
 -- would open the diagnosis, an exact monitor for 10 s, whose time counts
 -- no samples.
 local function test_sampled()
@@ -495,7 +520,7 @@ local function test_sampled()
     cpu_percent = 100 }
   local shown = with_server(opts, function(srv)
     exchange(srv.c2s_port, MESSAGES, PER_SESSION)
-    return shell(srv.dir, "perfmon", "show")
+    return shell(srv.dir, "perfmon", "show", "all")
   end)
   print(shown)
   check(shown:match("module%s+self ms%s+cpu ms%s+share%s+samples%s"),
@@ -542,6 +567,7 @@ local function test()
   test_host_code()
   test_enabled()
   test_loaded_late()
+  test_select()
   test_sampled()
   -- a mode it does not know, and a sampled monitor's period out of range
   -- (perfmon.monitor's error)
@@ -663,8 +689,21 @@ local function test_load()
     alice:send(("<message to='perfmon-report@%s' id='report'><body>report</body></message>"):format(HOST))
     local burnt = tonumber((alice:expect("<body>([%d.]+) %d+</body>", "the test module's report")))
     alice:close()
-    local selfs = self_times(srv.http_port)
+    local selfs, body = self_times(srv.http_port)
     local charged = selfs.perfmon_test or 0
+    -- its jank as a histogram in seconds, cumulative, +Inf its count; and
+    -- its instance on the VirtualHost that got the messages, by host
+    local last, lines = 0, {}
+    for le, n in body:gmatch('prosody_mod_perfmon__self_jank_seconds_bucket{module="perfmon_test",le="([^"]+)"} (%S+)') do
+      check(tonumber(n) >= last, "perfmon_test's jank histogram is not cumulative:\n%s", body)
+      last, lines[#lines + 1] = tonumber(n), le .. ":" .. n
+    end
+    local total = body:match('prosody_mod_perfmon__self_jank_seconds_count{module="perfmon_test"} (%S+)')
+    check(#lines == 11 and lines[11]:match("^%+Inf:") and tonumber(total) == last,
+      "perfmon_test's jank histogram is not 10 buckets and +Inf holding its count:\n%s", body)
+    check(body:match('prosody_mod_perfmon__instance_self_cpu_seconds_total{module="perfmon_test",host="' .. HOST .. '"} '),
+      "no instance series with host=%q:\n%s", HOST, body)
+    print("prosody load: perfmon_test's self jank histogram (le:events): " .. table.concat(lines, " "))
     print(("prosody load: mod_perfmon_test burnt %.3f s by its own os.clock, perfmon charged %.3f s of self time (%+.1f%%)")
       :format(burnt, charged, 100 * (charged - burnt) / burnt))
     check(math.abs(charged - burnt) <= 0.15 * burnt, "self time %.3f s is not within 15%% of %.3f s", charged, burnt)
