@@ -247,18 +247,21 @@ end
 -- probes.mode: "exact" (the default: the call/return hook measures every
 -- group) or "sampled" (no hook: groups are charged from samples of the
 -- stack every probes.rate_us µs of the thread's CPU time, 4000 unless
--- given; events stay exact).
+-- given; events stay exact).  probes.window_ms (sampled): the monitor's
+-- rate counts only for that many ms of wall time, its sample window, whose
+-- figures monitor:window() reads (one such monitor at a time).
 function perfmon.monitor(probes)
   -- made (with its finalizer) before the probes are taken, so that a
   -- memory error cannot leave them held by no monitor; setting fields the
   -- table has allocates nothing
   local mon = setmetatable({ mask = 0, closed = true, mode = "exact" }, Monitor)
   -- the core checks the names; its error is raised again at the caller's line
-  local ok, mask, rate_us = pcall(core.open, probes)
+  local ok, mask, rate_us, window_ms = pcall(core.open, probes)
   if not ok then error(mask, 2) end
   mon.mask, mon.closed = mask, false
   mon.mode = rate_us and "sampled" or "exact"
   mon.rate_us = rate_us or nil
+  mon.window_ms = window_ms
   return mon
 end
 
@@ -267,7 +270,7 @@ function Monitor:close()
   check_self(self, Monitor, "monitor:close", "monitor")
   if not self.closed then
     self.closed = true
-    core.close(self.mask, self.rate_us or false)
+    core.close(self.mask, self.rate_us or false, self.window_ms ~= nil)
   end
 end
 
@@ -280,6 +283,20 @@ function Monitor:snapshot()
   check_self(self, Monitor, "monitor:snapshot", "monitor")
   if self.closed then error("monitor:snapshot: the monitor is closed", 2) end
   return setmetatable(core.stats(), Snapshot)
+end
+
+--- A windowed monitor's figures in its sample window (docs/api.md): each
+-- sample's CPU time by the part of its span inside the window, whenever
+-- read, even inside an event that outlasts it.  { since_us, until_us
+-- (core.wall_us's clock), open, cpu_us, missed_us, samples, groups =
+-- { [id] = { cpu_us, self_us, samples, self_samples } } }.
+function Monitor:window()
+  check_self(self, Monitor, "monitor:window", "monitor")
+  if self.closed then error("monitor:window: the monitor is closed", 2) end
+  if not self.window_ms then
+    error("monitor:window: the monitor has no window_ms", 2)
+  end
+  return core.window()
 end
 
 --- The totals now, as a monitor's snapshot gives them (every monitor of

@@ -1,0 +1,120 @@
+-- The sample window: perfmon.monitor{ ..., mode = "sampled", window_ms }
+-- samples at its rate for window_ms of wall time, and monitor:window()
+-- reads what its samples charged in that window alone, even inside an
+-- event that outlasts it.  Exact figures are checked on the engine's fake
+-- clocks (tests/engine, sample_window); here the real clocks, against the
+-- CPU time the plugin's own loop reads with os.clock.
+
+local perfmon = require("perfmon")
+local core = require("perfmon.core")
+local truth = require("spec.support.truth")
+
+-- A plugin whose loop notes (wall µs, CPU µs) as it goes: the CPU time
+-- spent between two instants of the monotonic clock is read from them.
+local function plugin(name)
+  local g = perfmon.group { name = name, kind = "plugin" }
+  local env = setmetatable({ wall_us = core.wall_us }, { __index = _G })
+  perfmon.attach(env, g)
+  local spin = assert(load([[
+    return function(ms, marks)
+      local t = os.clock() + ms / 1000
+      repeat
+        local c = os.clock()
+        marks[#marks + 1] = { wall_us(), c * 1e6 }
+      until c >= t
+    end]], "=" .. name, "t", env))()
+  return g, spin
+end
+
+-- The CPU µs the marks show between the monotonic instants a and b.
+local function cpu_between(marks, a, b)
+  local first, last
+  for _, m in ipairs(marks) do
+    if m[1] >= a and not first then first = m end
+    if m[1] <= b then last = m end
+  end
+  return last[2] - first[2]
+end
+
+describe("a windowed sampled monitor", function()
+  it("is refused for an exact monitor, with a bad window_ms, or beside another", function()
+    local ok, err = pcall(perfmon.monitor, { "jank", window_ms = 100 })
+    assert.is_false(ok)
+    assert.matches('window_ms is for a monitor of mode "sampled"', err, 1, true)
+    for _, bad in ipairs { 0, -5, 0 / 0, 1e12, "100", true } do
+      ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", window_ms = bad })
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to 'perfmon.monitor' %(window_ms: a positive number of ms below 1e%+12 expected, got ", err)
+    end
+    local m <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 100 }
+    assert.equals(100, m.window_ms)
+    ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", window_ms = 100 })
+    assert.is_false(ok)
+    assert.matches("a monitor with window_ms is open already (one at a time)", err, 1, true)
+    local plain <close> = perfmon.monitor { "jank", mode = "sampled" }
+    assert.has_error(function() plain:window() end, "monitor:window: the monitor has no window_ms")
+    m:close()
+    assert.has_error(function() m:window() end, "monitor:window: the monitor is closed")
+  end)
+
+  it("ends at its window inside a longer event, its figures those of the window", function()
+    truth.alone(pending)
+    local g, spin = plugin("windowed")
+    local base <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local marks = {}
+    local m = perfmon.monitor { "jank", mode = "sampled", rate_us = 1000, window_ms = 200 }
+    local w
+    perfmon.event(function()
+      spin(10, marks)
+      local t = core.wall_us() + 400e3 -- twice the window, one event
+      repeat spin(5, marks) until core.wall_us() >= t
+      w = m:window() -- inside the event, past the window
+    end)
+    assert.is_false(w.open)
+    assert.near(200e3, w.until_us - w.since_us, 1)
+    local want = cpu_between(marks, w.since_us, w.until_us)
+    -- the plugin runs alone: every sample in the window is its own; the
+    -- window's two ends split a sample each, of a few ms at most
+    local st = w.groups[g.id]
+    truth.assert_near(st.cpu_us, want, "the plugin's CPU time in the window")
+    truth.assert_near(st.self_us, want, "its self time in the window")
+    assert.equals(0, w.missed_us)
+    assert.is_true(st.samples > 0 and st.samples <= w.samples)
+    -- the rate was the window's: more samples than the base rate gives
+    if core.info().sampled_timer == "cpu" then
+      assert(w.samples > 2 * want / 4000, ("%d samples in %.1f ms"):format(w.samples, want / 1000))
+    end
+    -- read again later, the figures stay those of the window
+    local again = m:window()
+    assert.equals(w.groups[g.id].cpu_us, again.groups[g.id].cpu_us)
+    m:close()
+  end)
+
+  it("says what an exact monitor, which samples do not charge, kept from it", function()
+    truth.alone(pending)
+    local g, spin = plugin("missed")
+    local m <close> = perfmon.monitor { "jank", mode = "sampled", rate_us = 1000, window_ms = 1e6 }
+    local exact = perfmon.monitor { "jank" }
+    perfmon.event(function() spin(60, {}) end)
+    exact:close()
+    local w = m:window()
+    assert.is_true(w.open)
+    assert.is_nil(w.groups[g.id]) -- no group charged, and said so:
+    assert.is_true(w.samples > 0)
+    assert.equals(w.cpu_us, w.missed_us)
+    m:close()
+  end)
+
+  it("ends when its monitor closes before the window is over", function()
+    truth.alone(pending)
+    local m = perfmon.monitor { "jank", mode = "sampled", window_ms = 1e6 }
+    m:close()
+    local t = core.wall_us()
+    local w = core.window()
+    assert.is_false(w.open)
+    assert.is_true(w.until_us <= t and w.until_us >= w.since_us)
+    -- and another may open
+    local again <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 1 }
+    assert.is_true(core.window().open)
+  end)
+end)
