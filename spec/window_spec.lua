@@ -60,7 +60,7 @@ describe("a windowed sampled monitor", function()
   it("ends at its window inside a longer event, its figures those of the window", function()
     truth.alone(pending)
     local g, spin = plugin("windowed")
-    local base <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _base <close> = perfmon.monitor { "jank", mode = "sampled" }
     local marks = {}
     local m = perfmon.monitor { "jank", mode = "sampled", rate_us = 1000, window_ms = 200 }
     local w
@@ -114,7 +114,7 @@ describe("a windowed sampled monitor", function()
     assert.is_false(w.open)
     assert.is_true(w.until_us <= t and w.until_us >= w.since_us)
     -- and another may open
-    local again <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 1 }
+    local _again <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 1 }
     assert.is_true(core.window().open)
   end)
 end)
