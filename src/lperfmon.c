@@ -7,6 +7,7 @@
 ** event markers) are exported from here as they are, so that their errors
 ** name the function the user called.
 */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -569,12 +570,84 @@ static void set_histogram (lua_State *L, const char *field,
   lua_setfield(L, -2, field);
 }
 
+/* A group's figures: the one list of them, which push_stats writes and
+** luaopen exports as core.figures ({ name, unit, kind } each, in this
+** order) for the Lua modules that read stats (init.lua's arithmetic and
+** JSON, openmetrics.lua; perfmon.figures).  unit: "us" (whole µs),
+** "bytes" or "count"; kind: "counter" (a total) or "histogram" (`buckets`
+** = PM_DURATIONS counts, the k-th the events of at least 2^(k-1) ms: each
+** holds those above it). */
+typedef struct pm_Figure {
+  const char *name, *unit, *kind;
+  size_t offset; /* in pm_Stats: a double ("us"), a uint64_t, or the
+                 ** histogram's array of them */
+} pm_Figure;
+
+#define FIGURE(name, unit, kind, field)                                        \
+  { name, unit, kind, offsetof(pm_Stats, field) }
+static const pm_Figure figures[] = {
+    FIGURE("user_us", "us", "counter", cpu.user_us),
+    FIGURE("system_us", "us", "counter", cpu.system_us),
+    FIGURE("cpu_us", "us", "counter", cpu.cpu_us),
+    FIGURE("self_user_us", "us", "counter", self.user_us),
+    FIGURE("self_system_us", "us", "counter", self.system_us),
+    FIGURE("self_us", "us", "counter", self.cpu_us),
+    FIGURE("blocking_us", "us", "counter", blocking_us),
+    FIGURE("alloc_bytes", "bytes", "counter", alloc.bytes),
+    FIGURE("alloc_count", "count", "counter", alloc.count),
+    FIGURE("self_alloc_bytes", "bytes", "counter", self_alloc.bytes),
+    FIGURE("self_alloc_count", "count", "counter", self_alloc.count),
+    FIGURE("ticks", "count", "counter", ticks),
+    FIGURE("samples", "count", "counter", samples),
+    FIGURE("self_samples", "count", "counter", self_samples),
+    FIGURE("durations", "count", "histogram", durations),
+    FIGURE("self_durations", "count", "histogram", self_durations),
+    FIGURE("events", "count", "counter", events),
+    FIGURE("event_us", "us", "counter", event_us),
+    FIGURE("self_event_us", "us", "counter", self_event_us),
+    {NULL, NULL, NULL, 0}};
+
+/* t -> t; sets t[f->name] to st's figure f */
+static void set_figure (lua_State *L, const pm_Figure *f, const pm_Stats *st) {
+  const char *at = (const char *)st + f->offset;
+  if (f->kind[0] == 'h')
+    set_histogram(L, f->name, (const uint64_t *)(const void *)at);
+  else if (f->unit[0] == 'u')
+    set_number(L, f->name, *(const double *)(const void *)at);
+  else {
+    lua_pushinteger(L, (lua_Integer) * (const uint64_t *)(const void *)at);
+    lua_setfield(L, -2, f->name);
+  }
+}
+
+/* ... -> ... core.figures */
+static void push_figures (lua_State *L) {
+  const pm_Figure *f;
+  int k = 0;
+  lua_createtable(L, (int)(sizeof(figures) / sizeof(figures[0])) - 1, 0);
+  for (f = figures; f->name != NULL; f++) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, f->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, f->unit);
+    lua_setfield(L, -2, "unit");
+    lua_pushstring(L, f->kind);
+    lua_setfield(L, -2, "kind");
+    if (f->kind[0] == 'h') {
+      lua_pushinteger(L, PM_DURATIONS);
+      lua_setfield(L, -2, "buckets");
+    }
+    lua_rawseti(L, -2, ++k);
+  }
+}
+
 /* ... -> ... stats */
 static void push_stats (lua_State *L, int id, const char *name,
                         const char *kind, const pm_Stats *st, const int *ids,
                         int nids, int library) {
-  int k, longest = 0;
-  lua_createtable(L, 0, 21);
+  const pm_Figure *f;
+  int k;
+  lua_createtable(L, 0, 24);
   lua_pushinteger(L, id);
   lua_setfield(L, -2, "id");
   if (library) {
@@ -591,38 +664,8 @@ static void push_stats (lua_State *L, int id, const char *name,
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "memberships");
-  set_number(L, "user_us", st->cpu.user_us);
-  set_number(L, "system_us", st->cpu.system_us);
-  set_number(L, "cpu_us", st->cpu.cpu_us);
-  set_number(L, "self_user_us", st->self.user_us);
-  set_number(L, "self_system_us", st->self.system_us);
-  set_number(L, "self_us", st->self.cpu_us);
-  set_number(L, "blocking_us", st->blocking_us);
-  lua_pushinteger(L, (lua_Integer)st->alloc.bytes);
-  lua_setfield(L, -2, "alloc_bytes");
-  lua_pushinteger(L, (lua_Integer)st->alloc.count);
-  lua_setfield(L, -2, "alloc_count");
-  lua_pushinteger(L, (lua_Integer)st->self_alloc.bytes);
-  lua_setfield(L, -2, "self_alloc_bytes");
-  lua_pushinteger(L, (lua_Integer)st->self_alloc.count);
-  lua_setfield(L, -2, "self_alloc_count");
-  lua_pushinteger(L, (lua_Integer)st->ticks);
-  lua_setfield(L, -2, "ticks");
-  lua_pushinteger(L, (lua_Integer)st->samples);
-  lua_setfield(L, -2, "samples");
-  lua_pushinteger(L, (lua_Integer)st->self_samples);
-  lua_setfield(L, -2, "self_samples");
-  set_histogram(L, "durations", st->durations);
-  set_histogram(L, "self_durations", st->self_durations);
-  for (k = 0; k < PM_DURATIONS; k++)
-    if (st->durations[k] > 0)
-      longest = k + 1;
-  lua_pushinteger(L, (lua_Integer)st->events);
-  lua_setfield(L, -2, "events");
-  set_number(L, "event_us", st->event_us);
-  set_number(L, "self_event_us", st->self_event_us);
-  lua_pushinteger(L, longest);
-  lua_setfield(L, -2, "longest");
+  for (f = figures; f->name != NULL; f++)
+    set_figure(L, f, st);
 }
 
 /* core.stats() -> { time, process, groups = { [id] = stats } }, with
@@ -1405,6 +1448,8 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   lua_setfield(L, -2, "rate_min_us");
   lua_pushinteger(L, PM_RATE_MAX);
   lua_setfield(L, -2, "rate_max_us");
+  push_figures(L);
+  lua_setfield(L, -2, "figures");
   add_bracket(L, "event", l_event, l_event_end);
   add_bracket(L, "nested_loop", l_nested_loop, l_nested_leave);
   add_bracket(L, "blocking", l_blocking, l_blocking_end);

@@ -8,13 +8,22 @@ local core = require("perfmon.loader") -- perfmon.core, in any host
 
 local perfmon = {}
 
-local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "self_user_us",
-  "self_system_us", "self_us", "blocking_us", "ticks", "events", "event_us",
-  "self_event_us", "alloc_bytes", "alloc_count", "self_alloc_bytes",
-  "self_alloc_count", "samples", "self_samples" }
+--- A group's figures, as the core lists them: { name, unit ("us",
+-- "bytes", "count"), kind ("counter", or "histogram" with its number of
+-- buckets) } each, in the order stats hold them.  Every module that reads
+-- stats reads this list.
+perfmon.figures = core.figures
+-- its counters and its histograms, by name
+local STAT_FIELDS, HISTOGRAMS, BUCKETS = {}, {}, nil
+for _, f in ipairs(core.figures) do
+  if f.kind == "histogram" then
+    HISTOGRAMS[#HISTOGRAMS + 1], BUCKETS = f.name, f.buckets
+  else
+    STAT_FIELDS[#STAT_FIELDS + 1] = f.name
+  end
+end
 -- Fields a snapshot written before they existed lacks: they read as 0.
 local LATER_FIELDS = { samples = true, self_samples = true }
-local HISTOGRAMS = { "durations", "self_durations" }
 
 local args = require("perfmon.args")
 local arg_error = args.error
@@ -277,12 +286,20 @@ end
 Monitor.__close = Monitor.close
 Monitor.__gc = Monitor.close
 
+-- The core's totals as a snapshot; `longest`, the bucket of its longest
+-- event, is buckets.longest's, as for every snapshot arithmetic makes.
+local function snapshot_of(stats)
+  stats.process.longest = longest(stats.process.durations)
+  for _, st in pairs(stats.groups) do st.longest = longest(st.durations) end
+  return setmetatable(stats, Snapshot)
+end
+
 --- Totals since monitoring began, up to now (an open event is committed
 -- when it ends).
 function Monitor:snapshot()
   check_self(self, Monitor, "monitor:snapshot", "monitor")
   if self.closed then error("monitor:snapshot: the monitor is closed", 2) end
-  return setmetatable(core.stats(), Snapshot)
+  return snapshot_of(core.stats())
 end
 
 --- A windowed monitor's figures in its sample window (docs/api.md): each
@@ -303,7 +320,7 @@ end
 -- the state sees the same totals): they move only while a monitor holds
 -- the probes.
 function perfmon.snapshot()
-  return setmetatable(core.stats(), Snapshot)
+  return snapshot_of(core.stats())
 end
 
 ----------------------------------------------------------------------------
@@ -402,7 +419,7 @@ local function stats_from_json(st, where)
   for _, f in ipairs(STAT_FIELDS) do
     out[f] = (st[f] == nil and LATER_FIELDS[f]) and 0 or json_int(st[f], where, f)
   end
-  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where, h, 10) end
+  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where, h, BUCKETS) end
   out.longest = longest(out.durations)
   return out
 end
