@@ -1,8 +1,16 @@
 -- perfmon.buckets: a snapshot's histograms of event durations as text, for
 -- the about:performance tables hosts show.  durations[k] counts the events
--- of at least 2^(k-1) ms (k = 1..10): each count includes those above it.
+-- of at least 2^(k-1) ms (k = 1..10): each count includes those above it,
+-- and the top one has no upper bound (an event of 27 s is in it).
 
 local arg_error = require("perfmon.args").error
+
+-- The histograms' number of buckets, as the core lists its figures: the
+-- top one is open-ended.
+local TOP
+for _, f in ipairs(require("perfmon.loader").figures) do
+  if f.kind == "histogram" then TOP = f.buckets end
+end
 
 local buckets = {}
 
@@ -29,23 +37,30 @@ function buckets.longest(durations)
   return 0
 end
 
---- Bucket k as "lo-hi ms", or "<1 ms" for 0.
+--- Bucket k as "lo-hi ms", "<1 ms" for 0, and the top one, which has no
+-- upper bound, as ">= 512 ms".
 function buckets.name(k)
-  if math.type(k) ~= "integer" or k < 0 or k > 62 then
-    arg_error(1, "perfmon.buckets.name", "bucket number (integer 0..62) expected, got "
-      .. (math.type(k) and tostring(k) or type(k)))
+  if math.type(k) ~= "integer" or k < 0 or k > TOP then
+    arg_error(1, "perfmon.buckets.name", ("bucket number (integer 0..%d) expected, got %s")
+      :format(TOP, math.type(k) and tostring(k) or type(k)))
   end
-  return k == 0 and "<1 ms" or ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
+  if k == 0 then return "<1 ms" end
+  if k == TOP then return (">= %d ms"):format(2 ^ (k - 1)) end
+  return ("%d-%d ms"):format(2 ^ (k - 1), 2 ^ k)
 end
 
 --- Each bucket [2^(k-1), 2^k) ms on its own, as "lo-hi:n" pairs, so that
--- the counts add up to the events; "-" when there is none.
+-- the counts add up to the events, the top one as ">=512:n"; "-" when
+-- there is none.
 function buckets.histogram(durations)
   check_durations(durations, "perfmon.buckets.histogram")
   local parts = {}
   for k = 1, #durations do
     local n = durations[k] - (durations[k + 1] or 0)
-    if n > 0 then parts[#parts + 1] = ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n) end
+    if n > 0 then
+      parts[#parts + 1] = k == TOP and (">=%d:%d"):format(2 ^ (k - 1), n)
+        or ("%d-%d:%d"):format(2 ^ (k - 1), 2 ^ k, n)
+    end
   end
   return #parts > 0 and table.concat(parts, " ") or "-"
 end
