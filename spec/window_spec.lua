@@ -44,7 +44,8 @@ describe("a windowed sampled monitor", function()
     for _, bad in ipairs { 0, -5, 0 / 0, 1e12, "100", true } do
       ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", window_ms = bad })
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'perfmon.monitor' %(window_ms: a positive number of ms below 1e%+12 expected, got ", err)
+      assert.matches("bad argument #1 to 'perfmon.monitor' %(window_ms: a positive number of ms "
+        .. "below 1e%+12 expected, got ", err)
     end
     local m <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 100 }
     assert.equals(100, m.window_ms)
