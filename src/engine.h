@@ -72,6 +72,7 @@ typedef struct pm_SampleWindow {
   int open;
   uint64_t id; /* 1.. for each window opened; 0: none ever */
   double since, until;
+  double since_cpu; /* the thread's CPU time at `since` */
   double cpu_us, missed_us;
   uint64_t samples;
 } pm_SampleWindow;

@@ -915,20 +915,29 @@ static void sample_mark (pm_Engine *E) {
 
 /* The part (0..1) of the sample's span, prev to now (monotonic µs), that
 ** falls in the sample window, which ends at the first sample past it; its
-** CPU time counts there, and as missed where no group is charged. */
+** CPU time counts there, and as missed where no group is charged.  A span
+** that began before the window gives it the CPU time since it opened
+** (read then); one that ends past it, the part of that before its end by
+** the wall clock: good to a sample's span, unbiased where the thread runs
+** on. */
 static void window_part (pm_Engine *E, double prev, double now, int charge) {
   pm_SampleWindow *w = &E->sample_window;
-  double from = prev > w->since ? prev : w->since;
-  double to = now < w->until ? now : w->until, us;
+  double from = prev > w->since ? prev : w->since, dt = E->sample_dt.cpu_us;
+  double us = dt;
   E->sample_part = 0;
   if (!w->open)
     return;
   if (now >= w->until)
     w->open = 0;
-  if (to < from || (to == from && now > prev))
+  if (now < w->since || from > w->until)
     return;
-  E->sample_part = now > prev ? (to - from) / (now - prev) : 1;
-  us = E->sample_dt.cpu_us * E->sample_part;
+  if (prev < w->since) {
+    us = E->sample_time.cpu_us - w->since_cpu;
+    us = us < 0 ? 0 : us > dt ? dt : us;
+  }
+  if (now > w->until)
+    us *= (w->until - from) / (now - from);
+  E->sample_part = dt > 0 ? us / dt : 1;
   w->cpu_us += us;
   w->samples++;
   if (!charge)
@@ -937,9 +946,12 @@ static void window_part (pm_Engine *E, double prev, double now, int charge) {
 
 void pm_sw_window (pm_Engine *E, double window_us) {
   pm_SampleWindow *w = &E->sample_window;
+  pm_CpuTime cpu;
+  pm_cputime(&cpu);
   w->open = 1;
   w->id++;
   w->since = pm_wall_us();
+  w->since_cpu = cpu.cpu_us;
   w->until = w->since + window_us;
   w->cpu_us = w->missed_us = 0;
   w->samples = 0;

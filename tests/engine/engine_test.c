@@ -921,6 +921,14 @@ static void test_sample_window (void) {
   CHECK(sample(1, sa, NULL));
   CHECK(a->sample_window.id != E.sample_window.id);
   NEAR(E.sample_window.cpu_us, 1000);
+  /* opened after 5 ms idle since the last sample, then 1 ms of CPU: the
+  ** window's is the CPU time since it opened, all of the span's */
+  fake_advance(5000, 0);
+  pm_sw_window(&E, 5000);
+  fake_advance(1000, 1000);
+  CHECK(sample(1, sa, NULL));
+  NEAR(a->sample_window.cpu_us, 1000);
+  NEAR(E.sample_window.cpu_us, 1000);
   sampled_close();
 }
 
