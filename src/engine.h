@@ -62,16 +62,17 @@ enum {
 #define PM_MAX_LOOPS 64 /* nesting depth of event loops */
 
 /* The sample window: from `since` to `until` (monotonic µs), the samples
-** taken charge each group's pm_WindowStats too, by the part of their span
-** that falls in it, so that its figures cover the window alone whenever
+** taken charge each group's pm_WindowStats too (the part of a sample's
+** span after `since`), so that its figures cover the window alone whenever
 ** they are read, even inside an event that outlasts it (an event's
-** figures reach the totals only at its end).  It ends at the first sample
-** past `until` (or when ended).  cpu_us: all the samples' CPU time in it;
+** figures reach the totals only at its end): from `since` to `last`, its
+** last sample.  It ends at the first sample past `until`, which it does
+** not take (or when ended).  cpu_us: the samples' CPU time in it;
 ** missed_us: the part that charged no group, an exact monitor being open. */
 typedef struct pm_SampleWindow {
   int open;
   uint64_t id; /* 1.. for each window opened; 0: none ever */
-  double since, until;
+  double since, until, last;
   double since_cpu; /* the thread's CPU time at `since` */
   double cpu_us, missed_us;
   uint64_t samples;

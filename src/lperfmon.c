@@ -726,7 +726,8 @@ static int build_times (lua_State *L) {
 }
 
 /* core.window() -> the sample window's figures (stopwatch.h), or nil
-** before any: { since_us, until_us (core.wall_us's clock), open, cpu_us,
+** before any: { since_us, until_us, last_us (its last sample: the figures
+** cover since_us to last_us; core.wall_us's clock), open, cpu_us,
 ** missed_us, samples, groups = { [id] = { cpu_us, self_us, samples,
 ** self_samples } } }, the groups its samples charged; whole µs, as stats */
 static void push_window (lua_State *L, pm_State *S) {
@@ -737,6 +738,8 @@ static void push_window (lua_State *L, pm_State *S) {
   lua_setfield(L, -2, "since_us");
   lua_pushnumber(L, w->until);
   lua_setfield(L, -2, "until_us");
+  lua_pushnumber(L, w->last);
+  lua_setfield(L, -2, "last_us");
   lua_pushboolean(L, w->open);
   lua_setfield(L, -2, "open");
   set_number(L, "cpu_us", w->cpu_us);

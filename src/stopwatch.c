@@ -914,30 +914,28 @@ static void sample_mark (pm_Engine *E) {
 }
 
 /* The part (0..1) of the sample's span, prev to now (monotonic µs), that
-** falls in the sample window, which ends at the first sample past it; its
-** CPU time counts there, and as missed where no group is charged.  A span
-** that began before the window gives it the CPU time since it opened
-** (read then); one that ends past it, the part of that before its end by
-** the wall clock: good to a sample's span, unbiased where the thread runs
-** on. */
+** the sample window takes: its CPU time counts there (as missed where no
+** group is charged).  A span that began before the window gives it the
+** CPU time since it opened (read then); the window ends at the first
+** sample past its end, which gives it nothing, as no clock says how much
+** of that span ran before the end: the window's figures cover it up to
+** its last sample (`last`), exactly. */
 static void window_part (pm_Engine *E, double prev, double now, int charge) {
   pm_SampleWindow *w = &E->sample_window;
-  double from = prev > w->since ? prev : w->since, dt = E->sample_dt.cpu_us;
-  double us = dt;
+  double dt = E->sample_dt.cpu_us, us = dt;
   E->sample_part = 0;
-  if (!w->open)
+  if (!w->open || now < w->since)
     return;
-  if (now >= w->until)
+  if (now > w->until) {
     w->open = 0;
-  if (now < w->since || from > w->until)
     return;
+  }
   if (prev < w->since) {
     us = E->sample_time.cpu_us - w->since_cpu;
     us = us < 0 ? 0 : us > dt ? dt : us;
   }
-  if (now > w->until)
-    us *= (w->until - from) / (now - from);
   E->sample_part = dt > 0 ? us / dt : 1;
+  w->last = now;
   w->cpu_us += us;
   w->samples++;
   if (!charge)
@@ -953,6 +951,7 @@ void pm_sw_window (pm_Engine *E, double window_us) {
   w->since = pm_wall_us();
   w->since_cpu = cpu.cpu_us;
   w->until = w->since + window_us;
+  w->last = w->since;
   w->cpu_us = w->missed_us = 0;
   w->samples = 0;
 }

@@ -304,8 +304,9 @@ end
 
 --- A windowed monitor's figures in its sample window (docs/api.md): each
 -- sample's CPU time by the part of its span inside the window, whenever
--- read, even inside an event that outlasts it.  { since_us, until_us
--- (core.wall_us's clock), open, cpu_us, missed_us, samples, groups =
+-- read, even inside an event that outlasts it, up to its last sample.
+-- { since_us, until_us, last_us (core.wall_us's clock), open, cpu_us,
+-- missed_us, samples, groups =
 -- { [id] = { cpu_us, self_us, samples, self_samples } } }.
 function Monitor:window()
   check_self(self, Monitor, "monitor:window", "monitor")

@@ -320,7 +320,8 @@ end
 -- warning that began it, and its monitor closes (the hook with it, for an
 -- exact one, unless another is open).  A sampled one's rate ended with
 -- its window already, at the sample past it; its figures are the window's
--- alone (window: monitor:window()'s), window_ms its length.
+-- alone (window: monitor:window()'s), window_ms the span they cover (to
+-- its last sample).
 function PluginWatcher:_diagnose(now, force)
   local d = self.diagnosis
   if not d or (not force and now - d.since < self.escalate_ms * 1000) then return end
@@ -331,7 +332,7 @@ function PluginWatcher:_diagnose(now, force)
   if self.on_diagnosis then
     local group = d.warning.group
     self.on_diagnosis { warning = d.warning, group = group, mode = self.diagnosis_mode,
-      window_ms = (window and math.min(now, window.until_us) - window.since_us or now - d.since) / 1000,
+      window_ms = (window and window.last_us - window.since_us or now - d.since) / 1000,
       snapshot = diff, window = window, stats = diagnosed(group, diff, window) }
   end
 end

@@ -866,12 +866,14 @@ static void test_sample_spans_restart (void) {
   sampled_close();
 }
 
-/* The sample window: opened 1 ms into a 4 ms span, it takes 3/4 of the
-** sample that ends it; then B inside A for 6 ms; the sample 3 ms past its
-** end (10 ms) gives it the 1/4 of its span before that, and ends it.  Its
-** figures are read inside the event, which the totals reach only at its
-** end.  A second window, where an exact monitor measures: its samples'
-** time is missed, no group's; ended early, it ends there. */
+/* The sample window: opened 1 ms into a 4 ms span, it takes the 3 ms of
+** CPU time since; then B inside A for 6 ms; the sample 3 ms past its end
+** (10 ms) ends it and gives it nothing: its figures cover it up to its
+** last sample, exactly.  They are read inside the event, which the totals
+** reach only at its end.  A second window, where an exact monitor
+** measures: its samples' time is missed, no group's; ended early, it ends
+** there.  A third, opened after 5 ms idle: the sample's CPU time is all
+** its own. */
 static void test_sample_window (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
@@ -892,16 +894,17 @@ static void test_sample_window (void) {
   CHECK(sample(1, sa, NULL)); /* after it: not its */
   CHECK(a->sample_window.id == E.sample_window.id &&
         b->sample_window.id == E.sample_window.id);
-  NEAR(a->sample_window.cpu_us, 10000);
-  NEAR(a->sample_window.self_us, 4000);
-  CHECK(a->sample_window.samples == 3 && a->sample_window.self_samples == 2);
+  NEAR(a->sample_window.cpu_us, 9000);
+  NEAR(a->sample_window.self_us, 3000);
+  CHECK(a->sample_window.samples == 2 && a->sample_window.self_samples == 1);
   NEAR(b->sample_window.cpu_us, 6000);
   NEAR(b->sample_window.self_us, 6000);
   CHECK(b->sample_window.samples == 1 && b->sample_window.self_samples == 1);
-  NEAR(E.sample_window.cpu_us, 10000);
+  NEAR(E.sample_window.cpu_us, 9000);
   NEAR(E.sample_window.missed_us, 0);
-  CHECK(E.sample_window.samples == 3);
+  CHECK(E.sample_window.samples == 2);
   NEAR(E.sample_window.until - E.sample_window.since, 10000);
+  NEAR(E.sample_window.last - E.sample_window.since, 9000);
   NEAR(cpu(a), 0); /* the event is open: nothing committed */
   CHECK(pm_sw_event_end(&E) == PM_OK);
   pm_sw_snapshot(&E);
