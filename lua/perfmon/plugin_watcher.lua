@@ -322,9 +322,9 @@ end
 -- its window already, at the sample past it; its figures are the window's
 -- alone (window: monitor:window()'s), window_ms the span they cover (to
 -- its last sample).
-function PluginWatcher:_diagnose(now, force)
+function PluginWatcher:_diagnose(now)
   local d = self.diagnosis
-  if not d or (not force and now - d.since < self.escalate_ms * 1000) then return end
+  if not d or now - d.since < self.escalate_ms * 1000 then return end
   self.diagnosis = nil
   local diff = d.monitor:snapshot():subtract(d.before)
   local window = d.monitor.window_ms and d.monitor:window()
