@@ -20,6 +20,17 @@ describe("perfmon.buckets", function()
     assert.equals(0, buckets.longest{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 })
   end)
 
+  it("names the top bucket by its lower bound alone: an event of 27 s is in it", function()
+    -- one event of 1-2 ms, two of 512 ms or more
+    local d = { 3, 2, 2, 2, 2, 2, 2, 2, 2, 2 }
+    assert.equals(10, buckets.longest(d))
+    assert.equals(">= 512 ms", buckets.name(10))
+    assert.equals("256-512 ms", buckets.name(9))
+    assert.equals("1-2:1 >=512:2", buckets.histogram(d))
+    assert.has_error(function() buckets.name(11) end,
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..10) expected, got 11)")
+  end)
+
   it("reads a snapshot's histogram as the snapshot does", function()
     local g = perfmon.group{ name = "buckets", kind = "plugin" }
     local env = setmetatable({}, { __index = _G })

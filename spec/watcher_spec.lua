@@ -473,19 +473,68 @@ describe("plugin watcher", function()
     for _, x in ipairs(warnings) do assert.equal(busy.id, x.group.id) end
   end)
 
-  it("warns in sampled mode, then diagnoses with an exact monitor for escalate_ms", function()
+  it("warns in sampled mode, then diagnoses at a higher rate, ended at its window inside a long event", function()
+    truth.alone(pending)
+    local janky, jspin = plugin("pw-window-janky")
+    local quiet, qspin = plugin("pw-window-quiet")
+    local warnings, diagnoses = {}, {}
+    local pw = new { on_warning = function(w) warnings[#warnings + 1] = w end, alerts = 3,
+      mode = "sampled", escalate_ms = 150, diagnosis_rate_us = 500,
+      on_diagnosis = function(d) diagnoses[#diagnoses + 1] = d end }
+    local sampled = core.info().sampled_monitors
+    -- the third alert warns; the checks follow at once, before a poll could
+    -- end the window on a machine slow enough to take 150 ms an event
+    for _ = 1, 6 do
+      perfmon.event(function() jspin(70); qspin(2) end)
+      if #warnings > 0 then break end
+    end
+    assert.equal(1, #warnings)
+    assert.is_true(warnings[1].diagnosing)
+    assert.equal(0, core.info().exact_monitors) -- no call/return hook
+    assert.equal(sampled + 1, core.info().sampled_monitors)
+    local inside
+    perfmon.event(function() -- one event, twice the window
+      local t = core.wall_us() + 300 * MS
+      repeat jspin(10); qspin(1) until core.wall_us() >= t
+      inside = core.window() -- the window is over, the event is not
+    end)
+    assert.is_false(inside.open)
+    pw:poll()
+    assert.equal(sampled, core.info().sampled_monitors) -- closed
+    assert.equal(1, #diagnoses)
+    local d = diagnoses[1]
+    assert.equal("sampled", d.mode)
+    assert.equal(janky.id, d.group.id)
+    -- the window, not the event: its figures cover it to its last sample
+    assert.near(150e3, d.window.until_us - d.window.since_us, 1)
+    assert.is_true(d.window_ms > 0 and d.window_ms <= 150, "window " .. d.window_ms)
+    assert.is_false(d.window.open)
+    -- the window's figures: janky's self time some ten times quiet's, and
+    -- at most the window's CPU time
+    local q = d.window.groups[quiet.id]
+    assert.is_true(d.stats.self_us > 3 * (q and q.self_us or 0))
+    assert.is_true(d.stats.cpu_us <= d.window.cpu_us)
+    assert.is_true(d.stats.samples > 0)
+    -- its events: those that ended by the poll, the long one's too
+    assert.is_true(d.stats.events >= 1)
+  end)
+
+  it("diagnoses with an exact monitor for escalate_ms on request", function()
     truth.alone(pending)
     local janky, jspin = plugin("pw-sampled-janky")
     local quiet, qspin = plugin("pw-sampled-quiet")
     local warnings, diagnoses, before = {}, {}, watcher.configure().mode
     new { on_warning = function(w) warnings[#warnings + 1] = w end, alerts = 3,
-      mode = "sampled", escalate_ms = 150,
+      mode = "sampled", escalate_ms = 150, diagnosis = "exact",
       on_diagnosis = function(d) diagnoses[#diagnoses + 1] = d end }
     assert.equal("sampled", watcher.configure().mode)
     local info = core.info()
     assert.equal(0, info.exact_monitors)
     assert.is_true(info.sampled_monitors >= 2) -- the watcher's and the plugin watcher's
-    for _ = 1, 4 do perfmon.event(function() jspin(70); qspin(2) end) end
+    for _ = 1, 6 do
+      perfmon.event(function() jspin(70); qspin(2) end)
+      if #warnings > 0 then break end
+    end
     assert.equal(1, #warnings)
     assert.equal(janky.id, warnings[1].group.id)
     assert.is_true(warnings[1].diagnosing)
@@ -497,6 +546,8 @@ describe("plugin watcher", function()
     assert.equal(1, #diagnoses)
     local d = diagnoses[1]
     assert.equal(janky.id, d.group.id)
+    assert.equal("exact", d.mode)
+    assert.is_nil(d.window)
     assert.is_true(d.window_ms >= 150, "window " .. d.window_ms)
     -- exact figures: janky's self time in the window, within the tolerance
     -- of its 20 ms a event, and quiet's well below
@@ -549,6 +600,18 @@ describe("plugin watcher", function()
       "bad argument #1 to 'new' ('escalate_ms' must be a positive number of ms below 1e+12, got -1)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", on_diagnosis = 1 } end,
       "bad argument #1 to 'new' ('on_diagnosis' must be a function, got number)")
+    assert.has_error(function()
+      PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis = "hook" }
+    end, "bad argument #1 to 'new' ('diagnosis' must be \"sampled\" or \"exact\", got \"hook\")")
+    assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", diagnosis = "exact" } end,
+      "bad argument #1 to 'new' ('diagnosis' needs 'escalate_ms' (the diagnosis's window))")
+    assert.has_error(function()
+      PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis_rate_us = 50 }
+    end, "bad argument #1 to 'new' ('diagnosis_rate_us' must be a whole number in [100, 1000000], got 50)")
+    assert.has_error(function()
+      PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis = "exact",
+        diagnosis_rate_us = 500 }
+    end, "bad argument #1 to 'new' ('diagnosis_rate_us' is for diagnosis = \"sampled\" (an exact one takes no samples))")
     assert.has_error(function() PluginWatcher.new { on_warning = print, rate_us = 1000 } end,
       "bad argument #1 to 'new' ('rate_us' needs mode = \"sampled\" (an exact watcher takes no samples))")
     for _, bad in ipairs { 99, 1000001, 1000.5 } do
@@ -581,7 +644,8 @@ describe("plugin watcher", function()
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
     assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
-      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, escalate_ms, ignore, kind, mode, on_diagnosis, on_warning, "
+      .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, diagnosis, diagnosis_rate_us, escalate_ms, ignore, "
+      .. "kind, mode, on_diagnosis, on_warning, "
       .. "profile_rate_us, profiler, rate_us, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,

@@ -62,6 +62,23 @@ enum {
 
 #define PM_MAX_LOOPS 64 /* nesting depth of event loops */
 
+/* The sample window: from `since` to `until` (monotonic µs), the samples
+** taken charge each group's pm_WindowStats too (the part of a sample's
+** span after `since`), so that its figures cover the window alone whenever
+** they are read, even inside an event that outlasts it (an event's
+** figures reach the totals only at its end): from `since` to `last`, its
+** last sample.  It ends at the first sample past `until`, which it does
+** not take (or when ended).  cpu_us: the samples' CPU time in it;
+** missed_us: the part that charged no group, an exact monitor being open. */
+typedef struct pm_SampleWindow {
+  int open;
+  uint64_t id; /* 1.. for each window opened; 0: none ever */
+  double since, until, last;
+  double since_cpu; /* the thread's CPU time at `since` */
+  double cpu_us, missed_us;
+  uint64_t samples;
+} pm_SampleWindow;
+
 struct pm_Engine {
   /* mem.c: perfmon's own records, through the allocator Lua was given */
   pm_Allocf falloc;
@@ -144,6 +161,9 @@ struct pm_Engine {
   double sample_event_us; /* the part of it in this period (its event) */
   double sample_event_sum; /* what this period's samples gave its event */
   uint64_t sample_cycles; /* the counter at the last sample */
+  double sample_wall; /* the monotonic clock at the last sample, µs */
+  double sample_part; /* the part of this sample in the sample window */
+  pm_SampleWindow sample_window;
   int own; /* perfmon's own work runs (pm_sw_own) */
   uint64_t own_cycles; /* when it began */
   pm_CpuTime own_time;

@@ -56,6 +56,15 @@ typedef struct pm_Stats {
   uint64_t samples, self_samples;
 } pm_Stats;
 
+/* What a group's samples gave it in the sample window (engine.h's
+** pm_SampleWindow) that `id` names: an older window's figures read as
+** none, so that opening one resets no group. */
+typedef struct pm_WindowStats {
+  uint64_t id;
+  double cpu_us, self_us;
+  uint64_t samples, self_samples;
+} pm_WindowStats;
+
 /* Cycles charged to a group and the CPU time windows made of them
 ** (stopwatch.c): one meter for its inclusive time, one for its self time. */
 typedef struct pm_Meter {
@@ -118,6 +127,7 @@ struct pm_Group {
   /* sampled mode: the last sample that charged it, and the last that
   ** found it innermost */
   uint64_t sample_stamp, sample_self;
+  pm_WindowStats sample_window; /* its figures in the sample window */
   /* alerts (alert.c): the highest times since its last alert */
   double alert_jank, alert_self, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */

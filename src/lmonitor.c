@@ -9,6 +9,8 @@
 
 #include "largs.h"
 #include "monitor.h"
+#include "sampled.h"
+#include "stopwatch.h"
 
 const char *const pm_probe_names[] = {"jank",   "blocking", "ticks",
                                       "chunks", "memory",   NULL};
@@ -103,15 +105,43 @@ static uint32_t check_rate (lua_State *L, int sampled) {
   return (uint32_t)r;
 }
 
-/* core.open(probes) -> mask, rate_us: takes the probes the list names, for
-** a monitor of probes.mode; rate_us is false for an exact one */
+/* The `window_ms` field of the probes table, for a sampled monitor: the
+** sample window (stopwatch.h) it opens, for that many ms of wall time,
+** below the watcher's bound (core.watch_max_us); 0 without one. */
+#define PM_WINDOW_MAX_MS 1e12 /* as the message says */
+static double check_window (lua_State *L, int sampled) {
+  double ms;
+  if (lua_getfield(L, 1, "window_ms") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (!sampled)
+    monitor_argerror(L, "window_ms is for a monitor of mode \"sampled\"");
+  ms = lua_tonumber(L, -1);
+  if (lua_type(L, -1) != LUA_TNUMBER || !(ms > 0 && ms < PM_WINDOW_MAX_MS))
+    monitor_argerror(
+        L, lua_pushfstring(L,
+                           "window_ms: a positive number of ms below 1e+12 "
+                           "expected, got %s",
+                           lua_type(L, -1) == LUA_TNUMBER
+                               ? luaL_tolstring(L, -1, NULL)
+                               : luaL_typename(L, -1)));
+  lua_pop(L, 1);
+  return ms;
+}
+
+/* core.open(probes) -> mask, rate_us[, window_ms]: takes the probes the
+** list names, for a monitor of probes.mode; rate_us is false for an exact
+** one.  One windowed monitor at a time: its window's figures are the
+** groups' one pm_WindowStats. */
 static int l_open (lua_State *L) {
-  static const char *const fields[] = {"mode", "rate_us", NULL};
+  static const char *const fields[] = {"mode", "rate_us", "window_ms", NULL};
   pm_State *S = pm_lstate(L);
   const char *err;
   lua_Integer i;
   unsigned mask = 0;
   uint32_t rate;
+  double window;
   if (!lua_istable(L, 1))
     monitor_argerror(L,
                      lua_pushfstring(L, "table of probe names expected, got %s",
@@ -141,28 +171,45 @@ static int l_open (lua_State *L) {
     monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
                                         probe_list(L)));
   rate = check_rate(L, check_mode(L));
+  window = check_window(L, rate != 0);
   /* it would charge every group nothing: refused, never a zero */
   if (rate != 0 && (mask & PM_BIT(PM_PROBE_MEMORY)))
     monitor_argerror(L, "probe \"memory\" needs mode \"exact\" (a sampled "
                         "monitor cannot tell each group's allocations)");
-  if ((err = pm_monitor_open(L, S, mask, rate)) != NULL)
+  if (window > 0 && pm_sampled_windowed(S))
+    return luaL_error(L, "perfmon: a monitor with window_ms is open already "
+                         "(one at a time)");
+  if (window > 0)
+    pm_sw_window(&S->e, window * 1000);
+  if ((err = pm_monitor_open(
+           L, S, mask, rate | (window > 0 ? PM_SAMPLED_WINDOW : 0))) != NULL) {
+    pm_sw_window_end(&S->e);
     return luaL_error(L, "perfmon: %s", err);
+  }
   lua_pushinteger(L, mask);
   if (rate != 0)
     lua_pushinteger(L, rate);
   else
     lua_pushboolean(L, 0);
-  return 2;
+  if (window > 0)
+    lua_pushnumber(L, window);
+  return window > 0 ? 3 : 2;
 }
 
-/* core.close(mask, rate_us), with what core.open returned */
+/* core.close(mask, rate_us, window_ms), with what core.open returned: a
+** windowed monitor's window ends with it */
 static int l_close (lua_State *L) {
   pm_State *S = pm_state_get(L);
   unsigned mask = check_probes(L, 1);
   lua_Integer rate = lua_toboolean(L, 2) ? luaL_checkinteger(L, 2) : 0;
+  int windowed = rate != 0 && lua_toboolean(L, 3);
   luaL_argcheck(L, rate >= 0 && rate <= PM_RATE_MAX, 2, "not a rate_us");
-  if (S != NULL)
-    pm_monitor_close(L, S, mask, (uint32_t)rate);
+  if (S != NULL && (rate != 0 ? S->nsampled : S->exact) > 0) {
+    if (windowed)
+      pm_sw_window_end(&S->e);
+    pm_monitor_close(L, S, mask,
+                     (uint32_t)rate | (windowed ? PM_SAMPLED_WINDOW : 0));
+  }
   return 0;
 }
 

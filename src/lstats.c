@@ -3,6 +3,7 @@
 */
 #include "lstats.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -37,12 +38,84 @@ static void set_histogram (lua_State *L, const char *field,
   lua_setfield(L, -2, field);
 }
 
+/* A group's figures: the one list of them, which push_stats writes and
+** luaopen exports as core.figures ({ name, unit, kind } each, in this
+** order) for the Lua modules that read stats (init.lua's arithmetic and
+** JSON, openmetrics.lua; perfmon.figures).  unit: "us" (whole µs),
+** "bytes" or "count"; kind: "counter" (a total) or "histogram" (`buckets`
+** = PM_DURATIONS counts, the k-th the events of at least 2^(k-1) ms: each
+** holds those above it). */
+typedef struct pm_Figure {
+  const char *name, *unit, *kind;
+  size_t offset; /* in pm_Stats: a double ("us"), a uint64_t, or the
+                 ** histogram's array of them */
+} pm_Figure;
+
+#define FIGURE(name, unit, kind, field)                                        \
+  { name, unit, kind, offsetof(pm_Stats, field) }
+static const pm_Figure figures[] = {
+    FIGURE("user_us", "us", "counter", cpu.user_us),
+    FIGURE("system_us", "us", "counter", cpu.system_us),
+    FIGURE("cpu_us", "us", "counter", cpu.cpu_us),
+    FIGURE("self_user_us", "us", "counter", self.user_us),
+    FIGURE("self_system_us", "us", "counter", self.system_us),
+    FIGURE("self_us", "us", "counter", self.cpu_us),
+    FIGURE("blocking_us", "us", "counter", blocking_us),
+    FIGURE("alloc_bytes", "bytes", "counter", alloc.bytes),
+    FIGURE("alloc_count", "count", "counter", alloc.count),
+    FIGURE("self_alloc_bytes", "bytes", "counter", self_alloc.bytes),
+    FIGURE("self_alloc_count", "count", "counter", self_alloc.count),
+    FIGURE("ticks", "count", "counter", ticks),
+    FIGURE("samples", "count", "counter", samples),
+    FIGURE("self_samples", "count", "counter", self_samples),
+    FIGURE("durations", "count", "histogram", durations),
+    FIGURE("self_durations", "count", "histogram", self_durations),
+    FIGURE("events", "count", "counter", events),
+    FIGURE("event_us", "us", "counter", event_us),
+    FIGURE("self_event_us", "us", "counter", self_event_us),
+    {NULL, NULL, NULL, 0}};
+
+/* t -> t; sets t[f->name] to st's figure f */
+static void set_figure (lua_State *L, const pm_Figure *f, const pm_Stats *st) {
+  const char *at = (const char *)st + f->offset;
+  if (f->kind[0] == 'h')
+    set_histogram(L, f->name, (const uint64_t *)(const void *)at);
+  else if (f->unit[0] == 'u')
+    set_number(L, f->name, *(const double *)(const void *)at);
+  else {
+    lua_pushinteger(L, (lua_Integer) * (const uint64_t *)(const void *)at);
+    lua_setfield(L, -2, f->name);
+  }
+}
+
+/* ... -> ... core.figures */
+static void push_figures (lua_State *L) {
+  const pm_Figure *f;
+  int k = 0;
+  lua_createtable(L, (int)(sizeof(figures) / sizeof(figures[0])) - 1, 0);
+  for (f = figures; f->name != NULL; f++) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, f->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, f->unit);
+    lua_setfield(L, -2, "unit");
+    lua_pushstring(L, f->kind);
+    lua_setfield(L, -2, "kind");
+    if (f->kind[0] == 'h') {
+      lua_pushinteger(L, PM_DURATIONS);
+      lua_setfield(L, -2, "buckets");
+    }
+    lua_rawseti(L, -2, ++k);
+  }
+}
+
 /* ... -> ... stats */
 static void push_stats (lua_State *L, int id, const char *name,
                         const char *kind, const pm_Stats *st, const int *ids,
                         int nids, int library) {
-  int k, longest = 0;
-  lua_createtable(L, 0, 21);
+  const pm_Figure *f;
+  int k;
+  lua_createtable(L, 0, 24);
   lua_pushinteger(L, id);
   lua_setfield(L, -2, "id");
   if (library) {
@@ -59,38 +132,8 @@ static void push_stats (lua_State *L, int id, const char *name,
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "memberships");
-  set_number(L, "user_us", st->cpu.user_us);
-  set_number(L, "system_us", st->cpu.system_us);
-  set_number(L, "cpu_us", st->cpu.cpu_us);
-  set_number(L, "self_user_us", st->self.user_us);
-  set_number(L, "self_system_us", st->self.system_us);
-  set_number(L, "self_us", st->self.cpu_us);
-  set_number(L, "blocking_us", st->blocking_us);
-  lua_pushinteger(L, (lua_Integer)st->alloc.bytes);
-  lua_setfield(L, -2, "alloc_bytes");
-  lua_pushinteger(L, (lua_Integer)st->alloc.count);
-  lua_setfield(L, -2, "alloc_count");
-  lua_pushinteger(L, (lua_Integer)st->self_alloc.bytes);
-  lua_setfield(L, -2, "self_alloc_bytes");
-  lua_pushinteger(L, (lua_Integer)st->self_alloc.count);
-  lua_setfield(L, -2, "self_alloc_count");
-  lua_pushinteger(L, (lua_Integer)st->ticks);
-  lua_setfield(L, -2, "ticks");
-  lua_pushinteger(L, (lua_Integer)st->samples);
-  lua_setfield(L, -2, "samples");
-  lua_pushinteger(L, (lua_Integer)st->self_samples);
-  lua_setfield(L, -2, "self_samples");
-  set_histogram(L, "durations", st->durations);
-  set_histogram(L, "self_durations", st->self_durations);
-  for (k = 0; k < PM_DURATIONS; k++)
-    if (st->durations[k] > 0)
-      longest = k + 1;
-  lua_pushinteger(L, (lua_Integer)st->events);
-  lua_setfield(L, -2, "events");
-  set_number(L, "event_us", st->event_us);
-  set_number(L, "self_event_us", st->self_event_us);
-  lua_pushinteger(L, longest);
-  lua_setfield(L, -2, "longest");
+  for (f = figures; f->name != NULL; f++)
+    set_figure(L, f, st);
 }
 
 /* core.stats() -> { time, process, groups = { [id] = stats } }, with
@@ -150,6 +193,45 @@ static int build_times (lua_State *L) {
   return 1;
 }
 
+/* core.window() -> the sample window's figures (stopwatch.h), or nil
+** before any: { since_us, until_us, last_us (its last sample: the figures
+** cover since_us to last_us; core.wall_us's clock), open, cpu_us,
+** missed_us, samples, groups = { [id] = { cpu_us, self_us, samples,
+** self_samples } } }, the groups its samples charged; whole µs, as stats */
+static void push_window (lua_State *L, pm_State *S) {
+  const pm_SampleWindow *w = &S->e.sample_window;
+  int i;
+  lua_createtable(L, 0, 7);
+  lua_pushnumber(L, w->since);
+  lua_setfield(L, -2, "since_us");
+  lua_pushnumber(L, w->until);
+  lua_setfield(L, -2, "until_us");
+  lua_pushnumber(L, w->last);
+  lua_setfield(L, -2, "last_us");
+  lua_pushboolean(L, w->open);
+  lua_setfield(L, -2, "open");
+  set_number(L, "cpu_us", w->cpu_us);
+  set_number(L, "missed_us", w->missed_us);
+  lua_pushinteger(L, (lua_Integer)w->samples);
+  lua_setfield(L, -2, "samples");
+  lua_newtable(L);
+  for (i = 0; i < S->e.ngroups; i++) {
+    const pm_Group *g = S->e.groups[i];
+    const pm_WindowStats *gw = &g->sample_window;
+    if (g->dead || gw->id != w->id)
+      continue;
+    lua_createtable(L, 0, 4);
+    set_number(L, "cpu_us", gw->cpu_us);
+    set_number(L, "self_us", gw->self_us);
+    lua_pushinteger(L, (lua_Integer)gw->samples);
+    lua_setfield(L, -2, "samples");
+    lua_pushinteger(L, (lua_Integer)gw->self_samples);
+    lua_setfield(L, -2, "self_samples");
+    lua_rawseti(L, -2, g->id);
+  }
+  lua_setfield(L, -2, "groups");
+}
+
 /* The tables are perfmon's own work, left out of every measure (they take
 ** milliseconds with thousands of groups): built protected, so that a
 ** memory error ends that too. */
@@ -176,6 +258,14 @@ static int l_stats (lua_State *L) {
 
 static int l_times (lua_State *L) {
   return snapshot_with(L, build_times);
+}
+
+static int l_window (lua_State *L) {
+  pm_State *S = pm_lstate(L);
+  if (S->e.sample_window.id == 0)
+    return 0;
+  push_window(L, S);
+  return 1;
 }
 
 /* core.fleet_publish(json, label): this state's entry on the process's
@@ -331,6 +421,7 @@ static int l_info (lua_State *L) {
 
 static const luaL_Reg stats_funcs[] = {{"stats", l_stats},
                                        {"times", l_times},
+                                       {"window", l_window},
                                        {"info", l_info},
                                        {"counts", l_counts},
                                        {"fleet_publish", l_fleet_publish},
@@ -339,4 +430,6 @@ static const luaL_Reg stats_funcs[] = {{"stats", l_stats},
 
 void pm_lstats_register (lua_State *L) {
   luaL_setfuncs(L, stats_funcs, 0);
+  push_figures(L);
+  lua_setfield(L, -2, "figures");
 }

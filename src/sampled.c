@@ -17,6 +17,9 @@
 ** signal comes at every tick of the thread's CPU time, and never more
 ** often, whatever the monitors' period. */
 #define PM_SAMPLED_TICK_NS 1000000u
+/* The period when the only monitors left are windowed ones whose window is
+** over: they count nothing more, so samples cost next to nothing. */
+#define PM_SAMPLED_IDLE_NS 1000000000u
 
 /*
 ** {======================================================
@@ -159,6 +162,8 @@ static int walk (pm_State *S, lua_State *T, Self *o) {
   }
 }
 
+static void retime (pm_State *S);
+
 /* L answers: its stack, then those of the coroutines that resumed it,
 ** down to the main thread, where the chain of resumes can be read (else
 ** L's alone). */
@@ -166,9 +171,12 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   pm_State *S = sm->S;
   lua_State *chain[PM_TRAP_CHAIN];
   Self o = {0, NULL};
-  int n = 0;
+  int n = 0, windowed = S->e.sample_window.open, charge;
   (void)weight; /* the CPU clock says how much */
-  if (!pm_sw_sample(&S->e, S->exact == 0))
+  charge = pm_sw_sample(&S->e, S->exact == 0);
+  if (windowed && !S->e.sample_window.open)
+    retime(S); /* the window is over, and its monitor's rate with it */
+  if (!charge)
     return;
   if (S->running_direct)
     n = pm_trap_chain(S->main, S->co_f, chain);
@@ -207,14 +215,19 @@ static int sampled_timer (void) {
                                                      : PM_TIMER_CPU;
 }
 
-/* The shortest period of the sampled monitors open, in ns. */
+/* The shortest period of the sampled monitors open, in ns: a windowed
+** one's only while its window is open; 1 s when that leaves none. */
 static uint64_t shortest (const pm_State *S) {
-  uint32_t r = S->rates[0];
+  uint32_t r = UINT32_MAX, v;
   int i;
-  for (i = 1; i < S->nsampled; i++)
-    if (S->rates[i] < r)
-      r = S->rates[i];
-  return (uint64_t)r * 1000u;
+  for (i = 0; i < S->nsampled; i++) {
+    v = S->rates[i] & ~PM_SAMPLED_WINDOW;
+    if ((S->rates[i] & PM_SAMPLED_WINDOW) && !S->e.sample_window.open)
+      continue;
+    if (v < r)
+      r = v;
+  }
+  return r == UINT32_MAX ? PM_SAMPLED_IDLE_NS : (uint64_t)r * 1000u;
 }
 
 /* The CPU timer runs at the shortest period; the tick timer at every
@@ -233,8 +246,9 @@ const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
   if (r == NULL)
     return "not enough memory";
   S->rates = r;
+  S->rates[S->nsampled] = rate_us;
   if (S->nsampled > 0) {
-    S->rates[S->nsampled++] = rate_us;
+    S->nsampled++;
     retime(S);
     return NULL;
   }
@@ -242,7 +256,7 @@ const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
     return "not enough memory";
   pm_sampler_init(sm, S, take);
   sm->timer = sampled_timer();
-  sm->period_ns = (uint64_t)rate_us * 1000u;
+  sm->period_ns = (uint64_t)(rate_us & ~PM_SAMPLED_WINDOW) * 1000u;
   sm->tick_period_ns = PM_SAMPLED_TICK_NS;
   if ((err = pm_sampler_start(sm)) != NULL) {
     pm_free(&S->e, sm, sizeof(*sm));
@@ -250,9 +264,16 @@ const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
   }
   pm_sw_sampled(&S->e, 1);
   S->samplers[PM_SAMPLER_MONITOR] = sm;
-  S->rates[0] = rate_us;
   S->nsampled = 1;
   return NULL;
+}
+
+int pm_sampled_windowed (const pm_State *S) {
+  int i;
+  for (i = 0; i < S->nsampled; i++)
+    if (S->rates[i] & PM_SAMPLED_WINDOW)
+      return 1;
+  return 0;
 }
 
 const char *pm_sampled_timer (const pm_State *S) {

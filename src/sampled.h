@@ -21,10 +21,16 @@
 
 /* A sampled monitor that samples every rate_us µs of CPU time opens (the
 ** first starts the timer) or closes (the last stops it): the CPU timer
-** runs at the shortest period of those open, from its next signal.
-** Opening returns an error message or NULL. */
+** runs at the shortest period of those open, from its next signal.  With
+** PM_SAMPLED_WINDOW in rate_us the monitor is the sample window's
+** (stopwatch.h's pm_sw_window, opened first): its rate counts only while
+** the window is open, and the timer goes back to the others' rate at the
+** sample that ends it.  Opening returns an error message or NULL. */
+#define PM_SAMPLED_WINDOW 0x80000000u
 const char *pm_sampled_open (pm_State *S, uint32_t rate_us);
 void pm_sampled_close (pm_State *S, uint32_t rate_us);
+/* Whether a windowed monitor is open. */
+int pm_sampled_windowed (const pm_State *S);
 /* A nested loop was entered (the loop level is S->e.loop) by L's running
 ** frame: the samples taken inside it stop there, so that the code that
 ** spun the loop is not charged for it, as exact monitors cancel it. */

@@ -3,6 +3,8 @@
 */
 #include "stopwatch.h"
 
+#include <string.h>
+
 #include "alert.h"
 
 #define HAS(E, p) (((E)->probes & PM_BIT(p)) != 0)
@@ -908,6 +910,68 @@ static void sample_mark (pm_Engine *E) {
   uint32_t cpu;
   pm_cputime(&E->sample_time);
   E->sample_cycles = pm_cycles(&cpu);
+  E->sample_wall = pm_wall_us();
+}
+
+/* The part (0..1) of the sample's span, prev to now (monotonic µs), that
+** the sample window takes: its CPU time counts there (as missed where no
+** group is charged).  A span that began before the window gives it the
+** CPU time since it opened (read then); the window ends at the first
+** sample past its end, which gives it nothing, as no clock says how much
+** of that span ran before the end: the window's figures cover it up to
+** its last sample (`last`), exactly. */
+static void window_part (pm_Engine *E, double prev, double now, int charge) {
+  pm_SampleWindow *w = &E->sample_window;
+  double dt = E->sample_dt.cpu_us, us = dt;
+  E->sample_part = 0;
+  if (!w->open || now < w->since)
+    return;
+  if (now > w->until) {
+    w->open = 0;
+    return;
+  }
+  if (prev < w->since) {
+    us = E->sample_time.cpu_us - w->since_cpu;
+    us = us < 0 ? 0 : us > dt ? dt : us;
+  }
+  E->sample_part = dt > 0 ? us / dt : 1;
+  w->last = now;
+  w->cpu_us += us;
+  w->samples++;
+  if (!charge)
+    w->missed_us += us;
+}
+
+void pm_sw_window (pm_Engine *E, double window_us) {
+  pm_SampleWindow *w = &E->sample_window;
+  pm_CpuTime cpu;
+  pm_cputime(&cpu);
+  w->open = 1;
+  w->id++;
+  w->since = pm_wall_us();
+  w->since_cpu = cpu.cpu_us;
+  w->until = w->since + window_us;
+  w->last = w->since;
+  w->cpu_us = w->missed_us = 0;
+  w->samples = 0;
+}
+
+void pm_sw_window_end (pm_Engine *E) {
+  double now = pm_wall_us();
+  if (!E->sample_window.open)
+    return;
+  E->sample_window.open = 0;
+  if (now < E->sample_window.until)
+    E->sample_window.until = now;
+}
+
+/* g's figures in the window, those of an older one dropped. */
+static pm_WindowStats *window_of (pm_Engine *E, pm_Group *g) {
+  if (g->sample_window.id != E->sample_window.id) {
+    memset(&g->sample_window, 0, sizeof(g->sample_window));
+    g->sample_window.id = E->sample_window.id;
+  }
+  return &g->sample_window;
 }
 
 void pm_sw_sampled (pm_Engine *E, int on) {
@@ -920,11 +984,14 @@ int pm_sw_sample (pm_Engine *E, int charge) {
   double bound;
   uint64_t cycles, since = E->sample_cycles;
   uint32_t cpu;
+  double wall = E->sample_wall;
   cycles = pm_cycles(&cpu);
   pm_cputime(&now);
   cputime_delta(&E->sample_time, &now, &E->sample_dt);
   E->sample_time = now;
   E->sample_cycles = cycles;
+  E->sample_wall = pm_wall_us();
+  window_part(E, wall, E->sample_wall, charge);
   if (!charge || E->quiet || !HAS(E, PM_PROBE_JANK))
     return 0;
   E->sample_event_us = E->sample_dt.cpu_us;
@@ -955,12 +1022,22 @@ void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
       touch(E, g);
       credit(&g->all.period_time, &E->sample_dt, 1);
       g->sample_event_us += E->sample_event_us;
+      if (E->sample_part > 0) {
+        pm_WindowStats *w = window_of(E, g);
+        w->cpu_us += E->sample_dt.cpu_us * E->sample_part;
+        w->samples++;
+      }
     }
     if (self && g->sample_self != E->samples) {
       g->recent_self_samples++;
       g->sample_self = E->samples;
       credit(&g->self.period_time, &E->sample_dt, 1);
       g->sample_self_us += E->sample_event_us;
+      if (E->sample_part > 0) {
+        pm_WindowStats *w = window_of(E, g);
+        w->self_us += E->sample_dt.cpu_us * E->sample_part;
+        w->self_samples++;
+      }
     }
   }
 }

@@ -70,6 +70,10 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta);
 void pm_sw_sampled (pm_Engine *E, int on);
 int pm_sw_sample (pm_Engine *E, int charge);
 void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self);
+/* The sample window (engine.h) opens now for window_us of wall time, or
+** ends now if it is still open. */
+void pm_sw_window (pm_Engine *E, double window_us);
+void pm_sw_window_end (pm_Engine *E);
 
 /* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */
 int pm_sw_event_begin (pm_Engine *E);

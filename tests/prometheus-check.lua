@@ -11,7 +11,10 @@
 --     more than 100 times the cheap plugin's;
 --   - every janky event in the 64-128 ms bucket of the histogram (none at
 --     or under 64 ms, all at or under 128 ms), every cheap one under 1 ms;
---   - the histogram's _sum rate equal to janky's CPU rate.
+--   - the histogram's _sum rate equal to janky's CPU rate;
+--   - histogram_quantile on it: janky's median and the process's 0.99
+--     quantile in janky's bucket (64-128 ms), the process's median under
+--     1 ms (the cheap events, half of them, all that short).
 
 local http = require("socket.http")
 local socket = require("socket")
@@ -103,16 +106,25 @@ end
 local janky_count = get('perfmon_event_cpu_seconds_count{name="janky"}')
 local cheap_count = get('perfmon_event_cpu_seconds_count{name="cheap"}')
 local scrape_type = query('scrape_samples_scraped{job="perfmon"}')
+local function quantile(q, family, selector)
+  return get(("histogram_quantile(%g, sum by (le) (rate(%s_bucket%s%s)))"):format(
+    q, family, selector, RANGE))
+end
+local janky_p50 = quantile(0.5, "perfmon_event_cpu_seconds", '{name="janky"}')
+local process_p99 = quantile(0.99, "perfmon_process_event_cpu_seconds", "")
+local process_p25 = quantile(0.25, "perfmon_process_event_cpu_seconds", "")
 
 local expected = janky_events * 0.080
 print(("openmetrics.prometheus: janky %.3f CPU s/s (%.2f events/s x 80 ms = %.3f), "
   .. "histogram _sum %.3f s/s; cheap %.5f CPU s/s (%.2f events/s); process %.3f; "
   .. "janky events %d (le=0.064: %d, le=0.128: %d), cheap events %d (le=0.001: %d); "
-  .. "%s samples a scrape"):format(
+  .. "%s samples a scrape; histogram_quantile: janky 0.5 %.3f s, process 0.99 %.3f s, "
+  .. "0.25 %.4f s"):format(
   janky_cpu, janky_events, expected, janky_sum, cheap_cpu, cheap_events, process_cpu,
   janky_count, bucket("janky", "0.064"), bucket("janky", "0.128"),
   cheap_count, bucket("cheap", "0.001"),
-  scrape_type and scrape_type[1] and scrape_type[1].value[2] or "?"))
+  scrape_type and scrape_type[1] and scrape_type[1].value[2] or "?",
+  janky_p50, process_p99, process_p25))
 
 local function check(ok, msg) if not ok then fail(msg) end end
 check(janky_events > 0, "janky ran no events")
@@ -131,3 +143,9 @@ check(bucket("janky", "0.064") == 0, "janky events at or under 64 ms")
 check(bucket("janky", "0.128") == janky_count, "janky events over 128 ms")
 check(bucket("janky", "+Inf") == janky_count, "janky's +Inf bucket is not its count")
 check(bucket("cheap", "0.001") == cheap_count, "cheap events of 1 ms or more")
+check(janky_p50 >= 0.064 and janky_p50 <= 0.128,
+  ("histogram_quantile(0.5) of janky's events %.3f s is not in its bucket 0.064-0.128"):format(janky_p50))
+check(process_p99 >= 0.064 and process_p99 <= 0.128,
+  ("histogram_quantile(0.99) of the process's events %.3f s is not in 0.064-0.128"):format(process_p99))
+check(process_p25 <= 0.001,
+  ("histogram_quantile(0.25) of the process's events %.4f s is not under 1 ms"):format(process_p25))

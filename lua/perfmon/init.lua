@@ -8,13 +8,22 @@ local core = require("perfmon.loader") -- perfmon.core, in any host
 
 local perfmon = {}
 
-local STAT_FIELDS = { "user_us", "system_us", "cpu_us", "self_user_us",
-  "self_system_us", "self_us", "blocking_us", "ticks", "events", "event_us",
-  "self_event_us", "alloc_bytes", "alloc_count", "self_alloc_bytes",
-  "self_alloc_count", "samples", "self_samples" }
+--- A group's figures, as the core lists them: { name, unit ("us",
+-- "bytes", "count"), kind ("counter", or "histogram" with its number of
+-- buckets) } each, in the order stats hold them.  Every module that reads
+-- stats reads this list.
+perfmon.figures = core.figures
+-- its counters and its histograms, by name
+local STAT_FIELDS, HISTOGRAMS, BUCKETS = {}, {}, nil
+for _, f in ipairs(core.figures) do
+  if f.kind == "histogram" then
+    HISTOGRAMS[#HISTOGRAMS + 1], BUCKETS = f.name, f.buckets
+  else
+    STAT_FIELDS[#STAT_FIELDS + 1] = f.name
+  end
+end
 -- Fields a snapshot written before they existed lacks: they read as 0.
 local LATER_FIELDS = { samples = true, self_samples = true }
-local HISTOGRAMS = { "durations", "self_durations" }
 
 local args = require("perfmon.args")
 local arg_error = args.error
@@ -247,18 +256,21 @@ end
 -- probes.mode: "exact" (the default: the call/return hook measures every
 -- group) or "sampled" (no hook: groups are charged from samples of the
 -- stack every probes.rate_us µs of the thread's CPU time, 4000 unless
--- given; events stay exact).
+-- given; events stay exact).  probes.window_ms (sampled): the monitor's
+-- rate counts only for that many ms of wall time, its sample window, whose
+-- figures monitor:window() reads (one such monitor at a time).
 function perfmon.monitor(probes)
   -- made (with its finalizer) before the probes are taken, so that a
   -- memory error cannot leave them held by no monitor; setting fields the
   -- table has allocates nothing
   local mon = setmetatable({ mask = 0, closed = true, mode = "exact" }, Monitor)
   -- the core checks the names; its error is raised again at the caller's line
-  local ok, mask, rate_us = pcall(core.open, probes)
+  local ok, mask, rate_us, window_ms = pcall(core.open, probes)
   if not ok then error(mask, 2) end
   mon.mask, mon.closed = mask, false
   mon.mode = rate_us and "sampled" or "exact"
   mon.rate_us = rate_us or nil
+  mon.window_ms = window_ms
   return mon
 end
 
@@ -267,26 +279,49 @@ function Monitor:close()
   check_self(self, Monitor, "monitor:close", "monitor")
   if not self.closed then
     self.closed = true
-    core.close(self.mask, self.rate_us or false)
+    core.close(self.mask, self.rate_us or false, self.window_ms ~= nil)
   end
 end
 
 Monitor.__close = Monitor.close
 Monitor.__gc = Monitor.close
 
+-- The core's totals as a snapshot; `longest`, the bucket of its longest
+-- event, is buckets.longest's, as for every snapshot arithmetic makes.
+local function snapshot_of(stats)
+  stats.process.longest = longest(stats.process.durations)
+  for _, st in pairs(stats.groups) do st.longest = longest(st.durations) end
+  return setmetatable(stats, Snapshot)
+end
+
 --- Totals since monitoring began, up to now (an open event is committed
 -- when it ends).
 function Monitor:snapshot()
   check_self(self, Monitor, "monitor:snapshot", "monitor")
   if self.closed then error("monitor:snapshot: the monitor is closed", 2) end
-  return setmetatable(core.stats(), Snapshot)
+  return snapshot_of(core.stats())
+end
+
+--- A windowed monitor's figures in its sample window (docs/api.md): each
+-- sample's CPU time by the part of its span inside the window, whenever
+-- read, even inside an event that outlasts it, up to its last sample.
+-- { since_us, until_us, last_us (core.wall_us's clock), open, cpu_us,
+-- missed_us, samples, groups =
+-- { [id] = { cpu_us, self_us, samples, self_samples } } }.
+function Monitor:window()
+  check_self(self, Monitor, "monitor:window", "monitor")
+  if self.closed then error("monitor:window: the monitor is closed", 2) end
+  if not self.window_ms then
+    error("monitor:window: the monitor has no window_ms", 2)
+  end
+  return core.window()
 end
 
 --- The totals now, as a monitor's snapshot gives them (every monitor of
 -- the state sees the same totals): they move only while a monitor holds
 -- the probes.
 function perfmon.snapshot()
-  return setmetatable(core.stats(), Snapshot)
+  return snapshot_of(core.stats())
 end
 
 ----------------------------------------------------------------------------
@@ -385,7 +420,7 @@ local function stats_from_json(st, where)
   for _, f in ipairs(STAT_FIELDS) do
     out[f] = (st[f] == nil and LATER_FIELDS[f]) and 0 or json_int(st[f], where, f)
   end
-  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where, h, 10) end
+  for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where, h, BUCKETS) end
   out.longest = longest(out.durations)
   return out
 end

@@ -12,14 +12,22 @@
 
 local args = require("perfmon.args")
 local text_utf8 = require("perfmon.text").utf8
+local core = require("perfmon.loader")
 
 local openmetrics = {}
+
+-- A group's figures as the core lists them (perfmon.figures): the
+-- counters a stats record holds, and its histograms' number of buckets.
+local COUNTERS, NBUCKETS = {}, nil
+for _, f in ipairs(core.figures) do
+  if f.kind == "histogram" then NBUCKETS = f.buckets else COUNTERS[#COUNTERS + 1] = f.name end
+end
 
 -- durations[k] counts the events of at least 2^(k-1) ms: the bounds in
 -- seconds, rendered as OpenMetrics' canonical numbers (Go's %g, ".0" added
 -- to an integer).
 local BOUNDS = {}
-for k = 1, 10 do
+for k = 1, NBUCKETS do
   local s = ("%g"):format(2 ^ (k - 1) / 1000)
   if not s:find("[.e]") then s = s .. ".0" end
   BOUNDS[k] = s
@@ -113,18 +121,14 @@ local function check_options(opts)
   return check_prefix(opts.prefix), check_labels(opts.labels)
 end
 
-local STATS = { "user_us", "system_us", "self_user_us", "self_system_us",
-  "blocking_us", "ticks", "events", "event_us", "self_event_us", "alloc_bytes",
-  "alloc_count", "self_alloc_bytes", "self_alloc_count", "samples", "self_samples" }
-
 -- Whether st holds the numbers a stats record of a snapshot holds.
 local function is_stats(st)
   if type(st) ~= "table" or type(st.durations) ~= "table"
     or type(st.self_durations) ~= "table" then return false end
-  for _, f in ipairs(STATS) do
+  for _, f in ipairs(COUNTERS) do
     if math.type(st[f]) ~= "integer" then return false end
   end
-  for k = 1, 10 do
+  for k = 1, NBUCKETS do
     if math.type(st.durations[k]) ~= "integer"
       or math.type(st.self_durations[k]) ~= "integer" then return false end
   end
@@ -174,7 +178,7 @@ local function per_event(buckets, sum)
   return function(out, name, labels, st)
     -- buckets[k] counts the events of 2^(k-1) ms or more; the rest are
     -- under that bound
-    for k = 1, 10 do
+    for k = 1, NBUCKETS do
       out[#out + 1] = ("%s_bucket{%s} %s\n"):format(
         name, with(labels, ('le="%s"'):format(BOUNDS[k])),
         count(st.events - st[buckets][k]))

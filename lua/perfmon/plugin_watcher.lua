@@ -17,8 +17,12 @@
 --
 -- mode = "sampled" watches with sampled monitors (no call/return hook, the
 -- watcher's too), cheap enough to leave on; with escalate_ms, a warning
--- then opens an exact monitor for that long, a diagnosis of exact figures
--- handed to on_diagnosis, after which it closes.
+-- then opens a diagnosis for that long, whose figures go to on_diagnosis:
+-- a sampled monitor at a higher rate (diagnosis_rate_us) whose rate and
+-- figures end with its window, even inside a long event (perfmon.monitor's
+-- window_ms), or with diagnosis = "exact" an exact monitor (the call/return
+-- hook: docs/performance.md gives its cost), ended by the first poll after
+-- the window, an event's end.
 
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
@@ -43,6 +47,10 @@ local SAMPLES_PER_WINDOW = 10 -- CPU samples taken per cpu_window_ms
 -- 0.1% of it (docs/performance.md), and 20 samples of a plugin that janked
 -- three times 64 ms, enough to say where.
 local PROFILE_RATE_US = 10000
+-- A sampled diagnosis's period: four times the sampled mode's samples, a
+-- 2x tighter estimate, for a cost within a few percent of it
+-- (docs/performance.md).
+local DIAGNOSIS_RATE_US = 1000
 
 local args = require("perfmon.args")
 
@@ -57,15 +65,19 @@ end
 -- cpu_percent would never warn; a window is below the watcher's bound for
 -- ms (core.watch_max_us), which its ticker must meet.
 local MAX_MS = core.watch_max_us / 1000
-local function window(v) return v > 0 and v < MAX_MS end
+local function in_window_bounds(v) return v > 0 and v < MAX_MS end
 local NUMBERS = {
   alerts = { "a whole number >= 1", function(v)
     return v >= 1 and v < math.huge and v == math.floor(v) end },
-  alerts_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
+  alerts_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), in_window_bounds },
   cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
-  cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
-  escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), window },
+  cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), in_window_bounds },
+  escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), in_window_bounds },
   rate_us = { ("a whole number in [%d, %d]"):format(core.rate_min_us, core.rate_max_us),
+    function(v)
+      return v >= core.rate_min_us and v <= core.rate_max_us and v == math.floor(v)
+    end },
+  diagnosis_rate_us = { ("a whole number in [%d, %d]"):format(core.rate_min_us, core.rate_max_us),
     function(v)
       return v >= core.rate_min_us and v <= core.rate_max_us and v == math.floor(v)
     end },
@@ -75,7 +87,8 @@ local NUMBERS = {
 }
 
 local OPTION_NAMES = { on_warning = true, ignore = true, escalate_ms = true,
-  on_diagnosis = true, rate_us = true, profiler = true, profile_rate_us = true }
+  on_diagnosis = true, rate_us = true, profiler = true, profile_rate_us = true,
+  diagnosis = true, diagnosis_rate_us = true }
 for k in pairs(DEFAULTS) do OPTION_NAMES[k] = true end
 local VALID = {}
 for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
@@ -119,6 +132,14 @@ local function check_options(opts)
   end
   if opts.rate_us ~= nil and opts.mode ~= "sampled" then
     arg_error("'rate_us' needs mode = \"sampled\" (an exact watcher takes no samples)")
+  end
+  check_choice(opts, "diagnosis", "sampled", "exact")
+  if (opts.diagnosis ~= nil or opts.diagnosis_rate_us ~= nil) and opts.escalate_ms == nil then
+    arg_error(("'%s' needs 'escalate_ms' (the diagnosis's window)"):format(
+      opts.diagnosis ~= nil and "diagnosis" or "diagnosis_rate_us"))
+  end
+  if opts.diagnosis_rate_us ~= nil and opts.diagnosis == "exact" then
+    arg_error("'diagnosis_rate_us' is for diagnosis = \"sampled\" (an exact one takes no samples)")
   end
   if opts.on_diagnosis ~= nil and type(opts.on_diagnosis) ~= "function" then
     arg_error("'on_diagnosis' must be a function, got " .. type(opts.on_diagnosis))
@@ -175,8 +196,9 @@ end
 -- warning), alerts, alerts_window_ms, cpu_percent, cpu_window_ms, kind,
 -- time, ignore (a list of group names), mode ("exact" or "sampled"; the
 -- watcher's mode is set to it while this plugin watcher runs), rate_us
--- (sampled mode: its monitor's, perfmon.monitor's), escalate_ms and
--- on_diagnosis (sampled mode: see _diagnose), profiler (the samples
+-- (sampled mode: its monitor's, perfmon.monitor's), escalate_ms,
+-- on_diagnosis, diagnosis ("sampled" or "exact") and diagnosis_rate_us
+-- (sampled mode: see _diagnose), profiler (the samples
 -- warnings say where from, or false for none) and profile_rate_us (its
 -- own profiler's period, when profiler is not given).
 function PluginWatcher.new(opts)
@@ -184,6 +206,8 @@ function PluginWatcher.new(opts)
   local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
     alert_times = {}, warned = {}, samples = {}, closed = false,
     escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis,
+    diagnosis_mode = opts.diagnosis or "sampled",
+    diagnosis_rate_us = opts.diagnosis_rate_us or DIAGNOSIS_RATE_US,
     profiler = opts.profiler, profile_rate_us = opts.profile_rate_us or PROFILE_RATE_US,
     own_profiler = false, profiler_error = false }, PluginWatcher)
   for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
@@ -256,28 +280,60 @@ function PluginWatcher:_warn(source, now, window_ms, w, snap, since_us, until_us
   local found, text = self:_where(source, snap, since_us, until_us)
   w.where = found
   if text then w.message = w.message .. "; " .. text end
-  if self.escalate_ms and not self.diagnosis then
-    -- exact figures for escalate_ms: the next poll after it ends them
-    local m = perfmon.monitor { "jank" }
-    self.diagnosis = { monitor = m, since = now, before = m:snapshot(), warning = w }
-    w.diagnosing = true
-  end
+  if self.escalate_ms and not self.diagnosis then self:_escalate(now, w) end
   self.on_warning(w)
 end
 
--- The diagnosis window is over: its exact figures (a snapshot of the
--- window: subtract's) go to on_diagnosis with the warning that began it,
--- and its monitor closes (the hook with it, unless another is open).
-function PluginWatcher:_diagnose(now, force)
+-- A warning opens the diagnosis: a sampled monitor at diagnosis_rate_us
+-- for escalate_ms (its window, which the core ends at the sample past it),
+-- or an exact monitor.  w.diagnosing says whether it runs; where the core
+-- refuses (another plugin watcher's window is open), w.diagnosis_error
+-- says why.
+function PluginWatcher:_escalate(now, w)
+  local probes = { "jank" }
+  if self.diagnosis_mode == "sampled" then
+    probes.mode, probes.rate_us, probes.window_ms = "sampled", self.diagnosis_rate_us, self.escalate_ms
+  end
+  local ok, m = pcall(perfmon.monitor, probes)
+  w.diagnosing = ok
+  if not ok then
+    w.diagnosis_error = m
+    return
+  end
+  self.diagnosis = { monitor = m, since = now, before = m:snapshot(), warning = w }
+end
+
+-- The group's figures in a diagnosis: a sampled one's CPU and self time
+-- and samples are its window's (monitor:window); its events and their
+-- histograms, the events that ended from the warning to now (diff).
+local function diagnosed(group, diff, window)
+  local st = diff.groups[group.id]
+  if not window or not st then return st end
+  local w = window.groups[group.id] or { cpu_us = 0, self_us = 0, samples = 0, self_samples = 0 }
+  return { id = st.id, name = st.name, kind = st.kind, cpu_us = w.cpu_us,
+    self_us = w.self_us, samples = w.samples, self_samples = w.self_samples,
+    events = st.events, event_us = st.event_us, self_event_us = st.self_event_us,
+    durations = st.durations, self_durations = st.self_durations, longest = st.longest }
+end
+
+-- The diagnosis window is over: its figures go to on_diagnosis with the
+-- warning that began it, and its monitor closes (the hook with it, for an
+-- exact one, unless another is open).  A sampled one's rate ended with
+-- its window already, at the sample past it; its figures are the window's
+-- alone (window: monitor:window()'s), window_ms the span they cover (to
+-- its last sample).
+function PluginWatcher:_diagnose(now)
   local d = self.diagnosis
-  if not d or (not force and now - d.since < self.escalate_ms * 1000) then return end
+  if not d or now - d.since < self.escalate_ms * 1000 then return end
   self.diagnosis = nil
   local diff = d.monitor:snapshot():subtract(d.before)
+  local window = d.monitor.window_ms and d.monitor:window()
   d.monitor:close()
   if self.on_diagnosis then
-    self.on_diagnosis { warning = d.warning, group = d.warning.group,
-      window_ms = (now - d.since) / 1000, snapshot = diff,
-      stats = diff.groups[d.warning.group.id] }
+    local group = d.warning.group
+    self.on_diagnosis { warning = d.warning, group = group, mode = self.diagnosis_mode,
+      window_ms = (window and window.last_us - window.since_us or now - d.since) / 1000,
+      snapshot = diff, window = window, stats = diagnosed(group, diff, window) }
   end
 end
 

@@ -867,6 +867,75 @@ static void test_sample_spans_restart (void) {
   sampled_close();
 }
 
+/* The sample window: opened 1 ms into a 4 ms span, it takes the 3 ms of
+** CPU time since; then B inside A for 6 ms; the sample 3 ms past its end
+** (10 ms) ends it and gives it nothing: its figures cover it up to its
+** last sample, exactly.  They are read inside the event, which the totals
+** reach only at its end.  A second window, where an exact monitor
+** measures: its samples' time is missed, no group's; ended early, it ends
+** there.  A third, opened after 5 ms idle: the sample's CPU time is all
+** its own. */
+static void test_sample_window (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  sampled_open(&a, &sa, &b, &sb);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  CHECK(sample(1, sa, NULL)); /* the span starts here */
+  fake_advance(1000, 1000);
+  pm_sw_window(&E, 10000);
+  fake_advance(3000, 3000);
+  CHECK(sample(1, sa, NULL));
+  fake_advance(6000, 6000);
+  CHECK(sample(1, sb, sa));
+  CHECK(E.sample_window.open);
+  fake_advance(4000, 4000);
+  CHECK(sample(1, sa, NULL));
+  CHECK(!E.sample_window.open); /* past its end: over */
+  fake_advance(1000, 1000);
+  CHECK(sample(1, sa, NULL)); /* after it: not its */
+  CHECK(a->sample_window.id == E.sample_window.id &&
+        b->sample_window.id == E.sample_window.id);
+  NEAR(a->sample_window.cpu_us, 9000);
+  NEAR(a->sample_window.self_us, 3000);
+  CHECK(a->sample_window.samples == 2 && a->sample_window.self_samples == 1);
+  NEAR(b->sample_window.cpu_us, 6000);
+  NEAR(b->sample_window.self_us, 6000);
+  CHECK(b->sample_window.samples == 1 && b->sample_window.self_samples == 1);
+  NEAR(E.sample_window.cpu_us, 9000);
+  NEAR(E.sample_window.missed_us, 0);
+  CHECK(E.sample_window.samples == 2);
+  NEAR(E.sample_window.until - E.sample_window.since, 10000);
+  NEAR(E.sample_window.last - E.sample_window.since, 9000);
+  NEAR(cpu(a), 0); /* the event is open: nothing committed */
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(cpu(a), 15000);
+  pm_sw_window(&E, 5000);
+  fake_advance(2000, 1000);
+  CHECK(!sample(0, sa, NULL)); /* an exact monitor measures */
+  NEAR(E.sample_window.cpu_us, 1000);
+  NEAR(E.sample_window.missed_us, 1000);
+  CHECK(a->sample_window.id !=
+        E.sample_window.id); /* the older window's: none here */
+  fake_advance(1000, 1000);
+  pm_sw_window_end(&E);
+  CHECK(!E.sample_window.open);
+  NEAR(E.sample_window.until - E.sample_window.since, 3000);
+  fake_advance(1000, 1000);
+  CHECK(sample(1, sa, NULL));
+  CHECK(a->sample_window.id != E.sample_window.id);
+  NEAR(E.sample_window.cpu_us, 1000);
+  /* opened after 5 ms idle since the last sample, then 1 ms of CPU: the
+  ** window's is the CPU time since it opened, all of the span's */
+  fake_advance(5000, 0);
+  pm_sw_window(&E, 5000);
+  fake_advance(1000, 1000);
+  CHECK(sample(1, sa, NULL));
+  NEAR(a->sample_window.cpu_us, 1000);
+  NEAR(E.sample_window.cpu_us, 1000);
+  sampled_close();
+}
+
 static int drop_third (uintptr_t val, void *arg) {
   (void)arg;
   return (val - 1) % 3 == 0; /* val is i + 1 */
@@ -1343,6 +1412,7 @@ int main (void) {
       {"samples", test_samples},
       {"held_back_sample", test_held_back_sample},
       {"sample_spans_restart", test_sample_spans_restart},
+      {"sample_window", test_sample_window},
       {"map_filter", test_map_filter},
       {"map_promote", test_map_promote},
       {"map_filter_memory", test_map_filter_memory},
