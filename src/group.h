@@ -121,6 +121,7 @@ struct pm_Group {
   /* sampled mode: the last sample that charged it, and the last that
   ** found it innermost */
   uint64_t sample_stamp, sample_self;
+  uint64_t alloc_stamp, alloc_self; /* the same for sampled allocations */
   /* alerts (alert.c): the highest times since its last alert */
   double alert_jank, alert_self, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */

@@ -168,7 +168,7 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   Self o = {0, NULL};
   int n = 0;
   (void)weight; /* the CPU clock says how much */
-  if (!pm_sw_sample(&S->e, S->exact == 0))
+  if (!pm_sw_sample(&S->e, 0, S->exact == 0))
     return;
   if (S->running_direct)
     n = pm_trap_chain(S->main, S->co_f, chain);
