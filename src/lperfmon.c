@@ -472,10 +472,6 @@ static int l_open (lua_State *L) {
     monitor_argerror(L, lua_pushfstring(L, "at least one probe expected (%s)",
                                         probe_list(L)));
   rate = check_rate(L, check_mode(L));
-  /* it would charge every group nothing: refused, never a zero */
-  if (rate != 0 && (mask & PM_BIT(PM_PROBE_MEMORY)))
-    monitor_argerror(L, "probe \"memory\" needs mode \"exact\" (a sampled "
-                        "monitor cannot tell each group's allocations)");
   if ((err = pm_monitor_open(L, S, mask, rate)) != NULL)
     return luaL_error(L, "perfmon: %s", err);
   hooks_guard(L, S->exact > 0);

@@ -63,6 +63,10 @@ struct pm_State {
   ** compared, never followed */
   const lua_State *loop_thread[PM_MAX_LOOPS];
   const void *loop_ci[PM_MAX_LOOPS];
+  /* where the last allocation sampled ran (compared, never followed): its
+  ** thread and frame, or NULL where it cannot be read */
+  const lua_State *alloc_thread;
+  const void *alloc_ci;
 
   /* hook.c */
   int exact; /* exact monitors open: the call/return hook is installed */
