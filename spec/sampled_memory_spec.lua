@@ -212,6 +212,29 @@ describe("the memory probe in sampled mode", function()
     assert_near(d.groups[g.id].alloc_bytes, m.bytes, "the coroutine's plugin")
   end)
 
+  it("charges a plugin that allocates 3,000 frames deep", function()
+    -- a walk that deep holds the next off for 46 strides (its cost), and
+    -- the points due meanwhile go to that next walk
+    local g = group("deep")
+    local m = assert(perfmon.load([[
+      local M = { bytes = 0, keep = {} }
+      local function rec(n, k)
+        if n > 0 then return (rec(n - 1, k)) end
+        local before = collectgarbage("count")
+        local t = {}
+        for i = 1, k do t[i] = { i } end
+        M.keep[#M.keep + 1] = t
+        M.bytes = M.bytes + (collectgarbage("count") - before) * 1024
+      end
+      function M.run(n) rec(3000, n) end
+      return M]], chunk("deep"), sandbox(), g))()
+    local mon <close> = perfmon.monitor{ "memory", mode = "sampled" }
+    local before = mon:snapshot()
+    for _ = 1, 20 do perfmon.event(m.run, 10000) end
+    local d = mon:snapshot():subtract(before)
+    assert_near(d.groups[g.id].alloc_bytes, m.bytes, "3,000 frames deep")
+  end)
+
   it("counts nothing without the probe, and stops drawing when it goes", function()
     local g = group("bulk")
     local a = assert(perfmon.load(BULK, chunk("bulk"), sandbox(), g))()

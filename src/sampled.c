@@ -97,6 +97,7 @@ static int loop_cut (pm_State *S, lua_State *T, const void *stop) {
 typedef struct Self {
   int found; /* a set that is not a library's was charged self time */
   const pm_Set *lib; /* the innermost library's set, until then */
+  int frames; /* the frames walked so far */
 } Self;
 
 /* The walk found where self time's owner is decided with no plugin's set
@@ -149,7 +150,7 @@ static int walk (pm_State *S, lua_State *T, const void *from, Self *o) {
     cut = loop_cut(S, T, S->loop_ci[S->e.loop]);
   if ((i = frames_from(S, &f, T, from)) < 0)
     return 1;
-  for (;; i++) {
+  for (;; i++, o->frames++) {
     if (cut >= 0 && i >= cut)
       return 0;
     s = set_of(S, T, &f.ar);
@@ -176,10 +177,10 @@ static int walk (pm_State *S, lua_State *T, const void *from, Self *o) {
 
 /* L's stack, then those of the coroutines that resumed it, down to the
 ** main thread, where the chain of resumes can be read (else L's alone);
-** in L, from frame `from` (walk). */
-static void walk_all (pm_State *S, lua_State *L, const void *from) {
+** in L, from frame `from` (walk).  Returns how many frames it walked. */
+static int walk_all (pm_State *S, lua_State *L, const void *from) {
   lua_State *chain[PM_TRAP_CHAIN];
-  Self o = {0, NULL};
+  Self o = {0, NULL, 0};
   int n = 0;
   if (S->running_direct)
     n = pm_trap_chain(S->main, S->co_f, chain);
@@ -192,7 +193,15 @@ static void walk_all (pm_State *S, lua_State *L, const void *from) {
       ;
   if (!o.found)
     self_to_library(S, &o);
+  return o.frames;
 }
+
+/* A walk of the allocations due costs in proportion to the stack's
+** depth, and comes every stride of bytes allocated: one of n frames holds
+** the next off for n / PM_WALK_FRAMES strides, so that a deep stack
+** (a recursion) costs the program no more than one of PM_WALK_FRAMES
+** frames would; the points due meanwhile go to the next walk. */
+#define PM_WALK_FRAMES 64
 
 /* L answers: a sample of the CPU time where a period passed (weight: the
 ** CPU clock says how much it charges), a sample of the allocations due
@@ -201,8 +210,11 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   pm_State *S = sm->S;
   if (weight != 0 && pm_sw_sample(&S->e, 0, S->exact == 0))
     walk_all(S, L, NULL);
-  if (pm_sw_sample(&S->e, 1, S->exact == 0))
-    walk_all(S, L, S->alloc_thread == L ? S->alloc_ci : NULL);
+  if (pm_sw_sample(&S->e, 1, S->exact == 0)) {
+    int n = walk_all(S, L, S->alloc_thread == L ? S->alloc_ci : NULL);
+    S->alloc_hold =
+        S->e.allocs.bytes + (uint64_t)(n / PM_WALK_FRAMES) * S->e.alloc_stride;
+  }
 }
 
 void pm_sampled_alloc (pm_State *S, size_t size, int block) {
@@ -210,7 +222,7 @@ void pm_sampled_alloc (pm_State *S, size_t size, int block) {
   lua_State *T;
   lua_Debug ar;
   pm_sw_alloc_cross(&S->e, size, block);
-  if (sm == NULL)
+  if (sm == NULL || S->e.allocs.bytes < S->alloc_hold)
     return;
   /* level 0 reads the thread's running frame, and walks nothing */
   T = pm_sampler_target(sm);

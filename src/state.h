@@ -67,6 +67,7 @@ struct pm_State {
   ** thread and frame, or NULL where it cannot be read */
   const lua_State *alloc_thread;
   const void *alloc_ci;
+  uint64_t alloc_hold; /* no walk is asked for before e.allocs.bytes is */
 
   /* hook.c */
   int exact; /* exact monitors open: the call/return hook is installed */
