@@ -213,7 +213,7 @@ describe("the memory probe in sampled mode", function()
   end)
 
   it("charges a plugin that allocates 3,000 frames deep", function()
-    -- a walk that deep holds the next off for 46 strides (its cost), and
+    -- a walk that deep holds the next off for 93 strides (its cost), and
     -- the points due meanwhile go to that next walk
     local g = group("deep")
     local m = assert(perfmon.load([[

@@ -201,7 +201,7 @@ static int walk_all (pm_State *S, lua_State *L, const void *from) {
 ** the next off for n / PM_WALK_FRAMES strides, so that a deep stack
 ** (a recursion) costs the program no more than one of PM_WALK_FRAMES
 ** frames would; the points due meanwhile go to the next walk. */
-#define PM_WALK_FRAMES 64
+#define PM_WALK_FRAMES 32
 
 /* L answers: a sample of the CPU time where a period passed (weight: the
 ** CPU clock says how much it charges), a sample of the allocations due

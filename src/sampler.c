@@ -127,7 +127,9 @@ static void unrequest_all (pm_Sampler *s, lua_State *L) {
 void pm_sampler_answer (pm_Sampler *s, lua_State *L) {
   uint64_t w0 = 0;
   unsigned w;
-  int own = s->has_timer && pthread_equal(pthread_self(), s->owner);
+  /* an answer to the allocator alone is short (sampled.c paces it) */
+  int own = s->has_timer && atomic_load(&s->pending) != 0 &&
+            pthread_equal(pthread_self(), s->owner);
   if (own) {
     atomic_store(&s->sampling, 1);
     w0 = mono_ns();
