@@ -11,6 +11,10 @@ describe("perfmon.buckets", function()
     assert.equals(4, buckets.longest(d))
     assert.equals("8-16 ms", buckets.name(4))
     assert.equals("<1 ms", buckets.name(0))
+    -- the last bucket has no upper bound: an event of 27 s is in it
+    assert.equals(">= 512 ms", buckets.name(10))
+    assert.equals("256-512 ms", buckets.name(9))
+    assert.equals("1-2:1 >=512:2", buckets.histogram{ 3, 2, 2, 2, 2, 2, 2, 2, 2, 2 })
     assert.equals("1-2:2 2-4:2 8-16:1", buckets.histogram(d))
     assert.equals("-", buckets.histogram{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 })
     assert.equals(0, buckets.longest{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 })
@@ -42,10 +46,12 @@ describe("perfmon.buckets", function()
       "bad argument #1 to 'perfmon.buckets.longest' (durations histogram expected, its [2] is table)")
     assert.equals("1-2:1 2-4:2", buckets.histogram{ 3.0, 2.0 }) -- counts read from JSON
     assert.has_error(function() buckets.name(1.5) end,
-      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..62) expected, got 1.5)")
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..10) expected, got 1.5)")
     assert.has_error(function() buckets.name(-1) end,
-      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..62) expected, got -1)")
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..10) expected, got -1)")
+    assert.has_error(function() buckets.name(11) end,
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..10) expected, got 11)")
     assert.has_error(function() buckets.name("3") end,
-      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..62) expected, got string)")
+      "bad argument #1 to 'perfmon.buckets.name' (bucket number (integer 0..10) expected, got string)")
   end)
 end)

@@ -1,7 +1,9 @@
 -- JSON: perfmon.text.json, which perfmon.json and the Gecko export write
--- through.  Debian 12's lua-cjson (2.1.0) writes an empty table as {} and
--- numbers with 14 significant digits; these cases are where that would
--- show: empty lists, integers of more digits, floats that are not numbers.
+-- through, in Lua (Lite XL's release builds cannot load lua-cjson), checked
+-- against lua-cjson here.  Debian 12's lua-cjson (2.1.0) writes an empty
+-- table as {} and numbers with 14 significant digits; these cases are where
+-- that would show: empty lists, integers of more digits, floats that are
+-- not numbers.
 
 local text = require("perfmon.text")
 local gecko = require("perfmon.gecko")
@@ -48,10 +50,26 @@ describe("perfmon.text.json", function()
     assert.matches("object key must be a string, got number", err)
   end)
 
-  it("leaves the settings of the host's cjson as they were", function()
-    text.json(text.array{ 0 / 0, 1 / 3 })
-    assert.is_false(pcall(cjson.encode, 0 / 0))
-    assert.are.equal("[0.33333333333333]", cjson.encode{ 1 / 3 })
+  it("writes strings and floats as lua-cjson does, byte for byte, with no C module", function()
+    -- the ground truth: an instance of lua-cjson set as perfmon's JSON
+    -- was written before it wrote its own (NaN and infinities as null)
+    local truth = cjson.new()
+    truth.encode_invalid_numbers("null")
+    for byte = 0, 255 do
+      local s = ("a%cz"):format(byte)
+      assert.are.equal(text.utf8(truth.encode{ [s] = s }), text.json{ [s] = s }, ("byte %d"):format(byte))
+    end
+    local floats = { 1.0, -0.0, 0.1, 1 / 3, -2.5e-300, 1e300, 2 ^ 53, 2 ^ 63, 1.5e15, 123456.789e3,
+      5e-324, math.pi, 0 / 0, math.huge, -math.huge }
+    for _, x in ipairs(floats) do
+      assert.are.equal(truth.encode(x), text.json(x), ("%a"):format(x))
+    end
+  end)
+
+  it("refuses a value JSON has no text for", function()
+    local ok, err = pcall(text.json, { f = print })
+    assert.is_false(ok)
+    assert.matches("cannot write a function", err)
   end)
 end)
 

@@ -134,6 +134,11 @@ pm_Ctx *pm_ctx_library (pm_Engine *E, pm_Ctx *c, const pm_Set *s) {
 ** =======================================================
 */
 
+void pm_ctx_init (pm_Engine *E) {
+  E->ctx_sweep = pm_ctx_sweep;
+  E->ctx_free = pm_ctx_free;
+}
+
 void pm_ctx_spare (pm_Ctx *c) {
   const pm_Ctx *b;
   int i;
@@ -156,11 +161,17 @@ static void caches_clear (pm_Engine *E) {
   E->root.last = NULL;
 }
 
-/* A context is made after the one it was entered from, so one pass in
-** the order they were made finds every context below a dying one. */
+/* The contexts charged since the last flush and the one running keep
+** their groups.  A context is made after the one it was entered from, so
+** one pass in the order they were made finds every context below a dying
+** one. */
 void pm_ctx_sweep (pm_Engine *E) {
   int i, n = 0;
   CtxKey k;
+  pm_Ctx *charged;
+  for (charged = E->charged; charged != NULL; charged = charged->next_charged)
+    pm_ctx_spare(charged);
+  pm_ctx_spare(E->ctx);
   for (i = 0; i < E->nctxs; i++) {
     pm_Ctx *c = E->ctxs[i];
     c->dying = c->from->dying || pm_set_dying(c->set) || pm_set_dying(c->self);

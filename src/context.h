@@ -89,12 +89,17 @@ static PM_INLINE pm_Ctx *pm_ctx_child (pm_Engine *E, pm_Ctx *c,
   return s->ctx_from == c->base ? s->ctx : pm_ctx_find(E, c, s, s);
 }
 
+/* Lets the groups' room reach the contexts (E->ctx_sweep, E->ctx_free),
+** which name its sets, without calling up: after pm_engine_init. */
+void pm_ctx_init (pm_Engine *E);
 /* Clears the groups' `dying` for every group of c's: those it charges. */
 void pm_ctx_spare (pm_Ctx *c);
-/* Frees the contexts that name a dying group, and every set's cache. */
+/* During a sweep (pm_groups_sweep, through E->ctx_sweep): spares the
+** groups of the contexts charged and the one running, then frees the
+** contexts that name a dying group, and every set's cache. */
 void pm_ctx_sweep (pm_Engine *E);
 /* Frees every context but the root, which runs from then on, with
-** nothing charged (the sets go: pm_sets_free). */
+** nothing charged (the sets go: pm_sets_free, through E->ctx_free). */
 void pm_ctx_free (pm_Engine *E);
 
 #endif

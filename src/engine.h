@@ -11,15 +11,16 @@
 ** Two address maps key records on a Lua object's address: `fns`, the
 ** functions the hook looks up at every call (resolve.c), apart so that
 ** it stays small and its entries dense; `known`, everything else: threads
-** (hook.c), environments, chunks, prototypes and upvalues (group.c).  The
-** adapter's allocator wrapper (watch.c) drops an entry the moment Lua
-** frees its key, so that an address reused by a new object never inherits
-** the old object's groups; one filter of both maps' keys (`keyed`) tells
-** it which frees to look up.
+** (hook.c), environments and upvalues (group.c), chunks and prototypes
+** (chunk.c).  The adapter's allocator wrapper (watch.c) drops an entry the
+** moment Lua frees its key, so that an address reused by a new object
+** never inherits the old object's groups; one filter of both maps' keys
+** (`keyed`) tells it which frees to look up.
 */
 #ifndef PM_ENGINE_H
 #define PM_ENGINE_H
 
+#include "chunk.h"
 #include "clock.h"
 #include "context.h"
 #include "group.h"
@@ -169,6 +170,13 @@ struct pm_Engine {
   int animating; /* the host says an animation runs */
   int event_animated; /* an animation ran during the open event */
   double last_input, event_since; /* wall µs */
+
+  /* group.c's calls to what names sets, the contexts above it (context.h),
+  ** set by pm_ctx_init: a sweep spares the contexts that run or wait to
+  ** be flushed and frees those naming a dying group (sweep) before the sets
+  ** go; pm_sets_free frees them all first (free) */
+  void (*ctx_sweep)(pm_Engine *E);
+  void (*ctx_free)(pm_Engine *E);
 };
 
 /* Readies a zeroed E to allocate with f and ud. */

@@ -1,6 +1,6 @@
 /*
 ** group.h -- performance groups, the sets of groups code belongs to, and
-** the environments and chunks that map code to groups.
+** the environments that map code to groups.
 **
 ** A group is what perfmon reports on: a plugin, a page, a sandbox, a chunk.
 ** Groups die as Firefox's do: a group is counted (refs) by its Lua handle,
@@ -14,11 +14,8 @@
 ** running groups?" is one compare on the hot path.
 **
 ** An environment record (pm_Env) holds the groups attached to one _ENV
-** table.  A chunk record (pm_Chunk) remembers the environment a chunk was
-** loaded with, for its functions that have no _ENV upvalue, and its key
-** for source prefixes (source.h), which put every chunk whose path begins
-** with one in a group, whatever its environment: a plugin's files, where
-** plugins share _G.
+** table.  Chunk records, and the set a function's environment, chunk and
+** source prefixes give, are chunk.h's.
 */
 #ifndef PM_GROUP_H
 #define PM_GROUP_H
@@ -140,21 +137,6 @@ struct pm_Env {
   pm_Env *next, *prev; /* all records, for memberships */
 };
 
-/* A chunk's key (source.h): its path or name, as source prefixes see it. */
-typedef struct pm_Path pm_Path;
-
-typedef struct pm_Chunk {
-  int refs; /* keys naming it: its source, or every prototype of its tree */
-  int exact; /* named by its prototypes: one load of one chunk */
-  const void *root; /* exact: the prototype its tree was keyed from */
-  pm_Env *env; /* the environment it was loaded with, or NULL */
-  int ambiguous; /* the source is shared by chunks of different envs */
-  int unresolved; /* env-less functions were resolved before env known */
-  pm_Group *group; /* its chunk group, made while "chunks" is probed */
-  /* its keys, made at its first resolution; NULL till then, or unused */
-  pm_Path *path[PM_CHUNK_KEYS];
-} pm_Chunk;
-
 /* A new group with one reference (its handle, or its chunk); a library
 ** when library is not 0. */
 pm_Group *pm_group_new (pm_Engine *E, const char *name, const char *kind,
@@ -193,26 +175,9 @@ int pm_env_link (pm_Engine *E, const void *uv, pm_Env *e);
 pm_Env *pm_env_of_upvalue (pm_Engine *E, const void *uv);
 void pm_upvalue_forget (pm_Engine *E, uintptr_t v);
 
-pm_Chunk *pm_chunk_get (pm_Engine *E, const void *source, int create);
-/* The record of the chunk whose root function (a main function, or a
-** stripped function of no known tree) has prototype root, keyed by every
-** prototype of its tree not keyed yet, which walk(root, f, arg) calls f on
-** until f returns 0 (the adapter's pm_proto_walk); NULL when memory ran
-** out.  root must not be keyed yet. */
-typedef int (*pm_Walk)(const void *root, int (*f)(const void *p, void *arg),
-                       void *arg);
-pm_Chunk *pm_chunk_tree (pm_Engine *E, const void *root, pm_Walk walk);
-void pm_chunk_set_env (pm_Engine *E, pm_Chunk *c, pm_Env *e);
-void pm_chunk_forget (pm_Engine *E, pm_Chunk *c);
-
-/* The set of e's groups, those of c's environment when c is exact (a
-** function under `local _ENV = M`, or after _ENV was reassigned, stays in
-** its chunk's groups), c's chunk group when chunks are probed, and the
-** groups of the source prefixes that paths (c's keys, or NULL) begin
-** with, the longest prefixes' first: PM_SET_MAX at most; NULL when memory
-** ran out.  The keys remember the set (pm_path_note). */
-pm_Set *pm_set_for (pm_Engine *E, pm_Env *e, pm_Chunk *c, pm_Path *const *paths,
-                    const char *chunkname);
+/* The interned set of the n groups g (sorted here), made if new; NULL
+** when memory ran out. */
+pm_Set *pm_set_intern (pm_Engine *E, pm_Group **g, int n);
 void pm_sets_free (pm_Engine *E);
 
 /* Groups that contain g: attached to every environment g is attached to
@@ -224,8 +189,9 @@ int pm_memberships (const pm_Group *g, int *ids, int max);
 ** function resolves to may have changed (attach, detach, probes). */
 void pm_functions_forget (pm_Engine *E);
 
-/* Frees every group, set, environment and chunk record and source prefix,
-** and the address map: the adapter's records in it are gone. */
+/* Frees every group, set and environment record, and the address maps:
+** the adapter's records in them are gone (pm_chunks_free, which calls
+** this, frees the chunk records first). */
 void pm_groups_free (pm_Engine *E);
 
 #endif

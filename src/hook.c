@@ -11,8 +11,6 @@
 #include "perfmon.h"
 #include "proto.h"
 #include "resolve.h"
-#include "sampled.h"
-#include "sampler.h"
 #include "stopwatch.h"
 #include "trap.h"
 #include "watch.h"
@@ -151,7 +149,7 @@ static void count_hook (lua_State *L, lua_Debug *ar) {
     pm_hook_unrequest(S, L);
   for (i = 0; i < PM_SAMPLERS; i++)
     if (S->samplers[i] != NULL)
-      pm_sampler_answer(S->samplers[i], L);
+      S->answer(S->samplers[i], L);
 }
 
 /* Sets h for mask and count on L, keeping a count request that waits for
@@ -874,50 +872,28 @@ const char *pm_hook_path (pm_State *S) {
 ** =======================================================
 */
 
-/* The first monitor of either mode finds the chunks and environments of
-** the functions that ran before (resolve.c); the first exact one gives
-** every coroutine the hook.  Both change what functions resolve to: what
-** was resolved before (by a profiler, or without the hook) goes, once. */
-const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
-                             uint32_t rate_us) {
-  const char *err;
-  int forget = S->e.monitors == 0, sampled = rate_us != 0;
-  /* the sets go with the last exact monitor, and the empty one with them */
-  if (S->e.empty == NULL &&
-      (S->e.empty = pm_set_for(&S->e, NULL, NULL, NULL, NULL)) == NULL)
-    return "not enough memory";
-  if (forget) {
-    pm_resolve_discover(L, S);
-    S->hook_lost = 0; /* monitoring restarts: a loss before it is not its */
+/* A debugger's or coverage tool's hook stays, called from perfmon's. */
+int pm_hook_adopt (lua_State *L, pm_State *S) {
+  if ((is_foreign(S, L) && !adopt(S, L)) ||
+      (is_foreign(S, S->main) && !adopt(S, S->main)))
+    return 0;
+  S->hook_lost = 0;
+  return 1;
+}
+
+int pm_hook_install (lua_State *L, pm_State *S) {
+  install(S, S->main, record_of(S, S->main));
+  install(S, L, record_of(S, L));
+  /* Every coroutine alive gets the hook now, and those made later
+  ** inherit it (lua_newthread): resume and wrap need not look whether
+  ** theirs has it, as they must where the heap cannot be read.  They
+  ** resolve to plain C functions from now on. */
+  if (S->proto_heap) {
+    pm_proto_threads(L, give_thread, S);
+    S->threads_hooked = !S->hook_lost;
+    return 1;
   }
-  if (sampled && (err = pm_sampled_open(S, rate_us)) != NULL)
-    return err;
-  if (!sampled && S->exact == 0) {
-    /* a debugger's or coverage tool's hook stays, called from perfmon's */
-    if ((is_foreign(S, L) && !adopt(S, L)) ||
-        (is_foreign(S, S->main) && !adopt(S, S->main)))
-      return "not enough memory";
-    S->hook_lost = 0;
-  }
-  pm_sw_probes(&S->e, probes, 1);
-  if (S->e.monitors++ == 0)
-    pm_sw_start(&S->e);
-  if (!sampled && S->exact++ == 0) {
-    install(S, S->main, record_of(S, S->main));
-    install(S, L, record_of(S, L));
-    /* Every coroutine alive gets the hook now, and those made later
-    ** inherit it (lua_newthread): resume and wrap need not look whether
-    ** theirs has it, as they must where the heap cannot be read.  They
-    ** resolve to plain C functions from now on. */
-    if (S->proto_heap) {
-      pm_proto_threads(L, give_thread, S);
-      S->threads_hooked = !S->hook_lost;
-      forget = 1;
-    }
-  }
-  if (forget)
-    pm_functions_forget(&S->e);
-  return NULL;
+  return 0;
 }
 
 /* Removes perfmon's hook from L, never a debugger's that took its place;
@@ -945,7 +921,7 @@ static int drop_thread (uintptr_t v, void *arg) {
   return 1;
 }
 
-static void uninstall (lua_State *L, pm_State *S) {
+void pm_hook_uninstall (lua_State *L, pm_State *S) {
   S->threads_hooked = 0;
   pm_map_filter(&S->e.known, drop_thread, NULL);
   unhook(S, S->main, NULL);
@@ -955,20 +931,6 @@ static void uninstall (lua_State *L, pm_State *S) {
   pm_functions_forget(&S->e); /* their sets go */
   pm_sets_free(&S->e);
   invalidate();
-}
-
-/* The last exact monitor takes the hook away, and the last monitor of
-** either mode every cached function and set. */
-void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
-                       uint32_t rate_us) {
-  int sampled = rate_us != 0, hook_off = !sampled && --S->exact == 0;
-  pm_sw_probes(&S->e, probes, -1);
-  if (sampled)
-    pm_sampled_close(S, rate_us);
-  if (--S->e.monitors == 0 || hook_off) {
-    pm_sw_stop(&S->e);
-    uninstall(L, S);
-  }
 }
 
 /* perfmon's hook is gone from a thread it monitors: a foreign hook took
@@ -1097,14 +1059,6 @@ void pm_thread_forget (pm_Thread *t) {
   drop_frames(t);
   thread_free(t);
   invalidate();
-}
-
-void pm_hook_close (pm_State *S) {
-  pm_sampled_free(S);
-  if (S->e.monitors > 0)
-    uninstall(NULL, S);
-  S->e.monitors = 0;
-  S->exact = 0;
 }
 
 /* }====================================================== */

@@ -51,13 +51,16 @@ struct pm_Thread {
   int chain_mask, chain_count; /* the events it asked for */
 };
 
-/* A monitor opens or closes: exact (rate_us 0), or sampled every rate_us
-** µs of CPU time.  The hook is installed with the first exact one and
-** removed with the last.  Opening returns an error message or NULL. */
-const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
-                             uint32_t rate_us);
-void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
-                       uint32_t rate_us);
+/* The first exact monitor (monitor.h) installs the hook: a program's hook
+** found on L or the main thread is adopted first, to be called from
+** perfmon's (pm_hook_adopt returns 0 when memory ran out), then every
+** thread gets perfmon's (pm_hook_install returns whether coroutines now
+** resolve differently: what functions resolved to must go).  The last
+** takes it away from every thread (L may be NULL), giving back the
+** programs' hooks, and forgets every function's set. */
+int pm_hook_adopt (lua_State *L, pm_State *S);
+int pm_hook_install (lua_State *L, pm_State *S);
+void pm_hook_uninstall (lua_State *L, pm_State *S);
 
 /* Stops stopwatches of frames that are gone: frames unwound by an error
 ** caught in C, a coroutine that yielded.  Called at event boundaries. */
@@ -125,7 +128,6 @@ void pm_hook_spare (void *S); /* a pm_State */
 ** keeps its memory flat; a sweep walks every group, half of them dead or
 ** more. */
 void pm_hook_sweep (pm_State *S, int due);
-void pm_hook_close (pm_State *S); /* lua_close */
 
 
 /* Asks for a count event at L's next instruction, for a sample: the

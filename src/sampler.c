@@ -75,6 +75,7 @@ void pm_sampler_init (pm_Sampler *s, pm_State *S,
   memset(s, 0, sizeof(*s));
   s->S = S;
   s->take = take;
+  S->answer = pm_sampler_answer; /* the hook's way back to samplers */
   s->slot = -1;
   s->timer = PM_TIMER_PRECISE;
   s->fd = -1;

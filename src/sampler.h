@@ -15,8 +15,8 @@
 ** instruction of the coroutine that runs and of the main thread
 ** (pm_hook_request, async-signal-safe as lua_sethook is: ldebug.c says so,
 ** and lua.c stops a script on Ctrl-C that way).  The hook answers at that
-** safe point by calling pm_sampler_answer, which calls the sampler's
-** `take`.  Everything the signal handler touches is here, in the fields
+** safe point through S->answer, pm_sampler_answer, which calls the
+** sampler's `take`.  Everything the signal handler touches is here, in the fields
 ** marked for it, and in the lua_State hook fields.
 */
 #ifndef PM_SAMPLER_H
@@ -71,7 +71,8 @@ struct pm_Sampler {
   pthread_t owner; /* the same thread */
 };
 
-/* Readies a zeroed s for S, answered by take. */
+/* Readies a zeroed s for S, answered by take; sets S->answer, through
+** which the hook answers the count events samplers ask for. */
 void pm_sampler_init (pm_Sampler *s, pm_State *S,
                       void (*take)(pm_Sampler *, lua_State *, unsigned));
 /* Creates and arms s's timer, on the clock s->timer says, every
@@ -91,7 +92,7 @@ lua_State *pm_sampler_target (pm_Sampler *s);
 ** passed meanwhile. */
 void pm_sampler_ask (pm_Sampler *s);
 /* The count event a timer asked for, on L: the hook answers every sampler
-** of S (S->samplers) with it. */
+** of S (S->samplers) with it, through S->answer. */
 void pm_sampler_answer (pm_Sampler *s, lua_State *L);
 
 #endif

@@ -37,6 +37,9 @@
 
 #include "group.h"
 
+/* A chunk's key: its path or name, as source prefixes see it. */
+typedef struct pm_Path pm_Path;
+
 #define PM_KEY_MAX 1024 /* bytes of a key, its kind included */
 #define PM_PATH_SETS 4 /* sets a chunk's key remembers */
 /* A prefix's keys: as written, its path, and its path with its last

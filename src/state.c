@@ -157,6 +157,7 @@ pm_State *pm_state_new (lua_State *L, lua_CFunction close) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
   f = lua_getallocf(L, &ud);
   pm_engine_init(&S->e, f, ud);
+  pm_ctx_init(&S->e);
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   S->main = lua_tothread(L, -1);
   lua_pop(L, 1);

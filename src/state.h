@@ -44,8 +44,11 @@ struct pm_State {
   /* fleet.c: this state's entry on the process's board, or 0 */
   uint64_t fleet_id;
 
-  /* sampler.c: the samplers running, or NULL */
+  /* sampler.c: the samplers running, or NULL, and what answers them at
+  ** the count event they asked for (pm_sampler_answer, set by the first
+  ** sampler made: the hook calls it, never sampler.c by name) */
   pm_Sampler *samplers[PM_SAMPLERS];
+  void (*answer)(pm_Sampler *s, lua_State *L);
   /* what resumes a coroutine (trap.h's f): coroutine.resume, what a
   ** function of coroutine.wrap runs, and the profiler's (coroutines.c) */
   lua_CFunction co_f[3];
@@ -69,8 +72,13 @@ struct pm_State {
   const void *alloc_ci;
   uint64_t alloc_hold; /* no walk is asked for before e.allocs.bytes is */
 
-  /* hook.c */
+  /* monitor.c */
   int exact; /* exact monitors open: the call/return hook is installed */
+  /* lhooks.c's: debug.sethook and gethook shared or not, as exact
+  ** monitors are open or not; NULL without the debug library */
+  void (*hooks_shared)(lua_State *L, int shared);
+
+  /* hook.c */
   lua_Hook hook; /* the fast or the public one */
   lua_Hook chain_hook; /* the same, calling a program's hook chained */
   int frame_direct; /* frames are read through CallInfo (frame.h) */
@@ -82,7 +90,7 @@ struct pm_State {
   int hook_lost; /* a monitored thread's hook was taken (debug.sethook) */
   int threads_hooked; /* every coroutine has the monitor's hook */
 
-  /* lperfmon.c: perfmon.event's and nested_loop's C functions, whose
+  /* lmarkers.c: perfmon.event's and nested_loop's C functions, whose
   ** frames are boundaries of sets (hook.h's pm_hook_boundary) */
   lua_CFunction brackets[2];
 

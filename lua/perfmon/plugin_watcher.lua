@@ -348,7 +348,7 @@ function PluginWatcher:poll()
       local source = { id = st.id, name = st.name, kind = st.kind, memberships = st.memberships }
       self:_warn(source, now, self.cpu_window_ms, {
         reason = "cpu", cpu_percent = percent,
-        message = ("plugin '%s' is slowing things down: it used %.0f%% of the CPU over the last %g s")
+        message = ("plugin '%s' is slowing things down: it used %.0f%% of the CPU over the last %.1f s")
           :format(st.name, percent, wall / 1e6),
       }, snap, snap.time - wall, snap.time)
     end

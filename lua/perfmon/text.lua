@@ -1,11 +1,10 @@
---- perfmon.text: the text perfmon writes: names as valid UTF-8, and JSON
--- through lua-cjson.
+--- perfmon.text: the text perfmon writes: names as valid UTF-8, and JSON.
 --
 -- Names are bytes: a group's name is what the host gave, a chunk's name
 -- what load was given (and Lua's short_src may cut it in the middle of a
 -- character), a function's name what the profiler kept of it.  JSON must be
--- UTF-8, and lua-cjson passes bytes through unchecked, so text.json writes
--- every name through text.utf8; the flame graph's SVG does too.
+-- UTF-8, and its string escapes pass bytes through unchecked, so text.json
+-- writes every name through text.utf8; the flame graph's SVG does too.
 
 local args = require("perfmon.args")
 
@@ -38,11 +37,6 @@ end
 -- JSON
 ----------------------------------------------------------------------------
 
--- lua-cjson, made at the first text.json: perfmon itself loads without
--- it.  An instance of its own, so that the settings below leave the host's
--- require("cjson") as it was.
-local cjson
-
 --- JSON null, for the places of a text.array that hold no value.
 text.null = setmetatable({}, { __tostring = function() return "null" end })
 
@@ -53,10 +47,24 @@ function text.array(t)
   return setmetatable(t or {}, ARRAY)
 end
 
--- Debian 12's lua-cjson (2.1.0) writes an empty table as {} and every
--- number with at most 14 significant digits, so the containers and the
--- integers (a time in µs since the epoch has 16 digits) are written here
--- and cjson writes the rest: strings with their escapes, and floats.
+-- Written here, in Lua, with no C module: Lite XL's release builds link
+-- Lua statically and cannot load lua-cjson, whose C takes Lua from its
+-- host.  Strings and floats come out as lua-cjson 2.1.0 writes them (json_spec
+-- compares every byte): `"`, `\`, `/` and the control bytes escaped, floats
+-- with 14 significant digits, NaN and infinities as null.  Integers are
+-- written with every digit (a time in µs since the epoch has 16), an
+-- empty array as [].
+local WRITE_ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["/"] = "\\/", ["\b"] = "\\b",
+  ["\f"] = "\\f", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+for byte = 0, 127 do
+  local c = string.char(byte)
+  if c:find("%c") and not WRITE_ESCAPES[c] then WRITE_ESCAPES[c] = ("\\u%04x"):format(byte) end
+end
+
+local function encode_string(s)
+  return '"' .. s:gsub('[%c"\\/]', WRITE_ESCAPES) .. '"'
+end
+
 local function encode(v, out)
   if v == text.null then
     out[#out + 1] = "null"
@@ -80,7 +88,7 @@ local function encode(v, out)
       out[#out + 1] = "{"
       for i, k in ipairs(keys) do
         if i > 1 then out[#out + 1] = "," end
-        out[#out + 1] = cjson.encode(k)
+        out[#out + 1] = encode_string(k)
         out[#out + 1] = ":"
         encode(v[k], out)
       end
@@ -88,22 +96,25 @@ local function encode(v, out)
     end
   elseif math.type(v) == "integer" then
     out[#out + 1] = ("%d"):format(v)
+  elseif type(v) == "number" then
+    out[#out + 1] = (v ~= v or v == math.huge or v == -math.huge) and "null"
+      or ("%.14g"):format(v)
+  elseif type(v) == "string" then
+    out[#out + 1] = encode_string(v)
+  elseif type(v) == "boolean" then
+    out[#out + 1] = tostring(v)
   else
-    out[#out + 1] = cjson.encode(v)
+    error("text.json: cannot write a " .. type(v), 3)
   end
 end
 
 --- The JSON text of v, valid UTF-8: tables marked with text.array are
 -- arrays, other tables objects with string keys; text.null is null.
 function text.json(v)
-  if not cjson then
-    cjson = require("cjson").new()
-    cjson.encode_invalid_numbers("null") -- NaN and infinities: no value to show
-  end
   local out = {}
   encode(v, out)
-  -- outside strings cjson writes ASCII only, so an invalid byte is in a
-  -- string, and replacing it keeps the text JSON
+  -- outside strings everything written is ASCII, so an invalid byte is in
+  -- a string, and replacing it keeps the text JSON
   return text.utf8(table.concat(out))
 end
 

@@ -78,6 +78,7 @@ static const pm_Set *set_of (const void *table, pm_Group *a, pm_Group *b) {
 static void monitor (unsigned probes) {
   memset(&E, 0, sizeof(E));
   pm_engine_init(&E, test_alloc, NULL);
+  pm_ctx_init(&E);
   E.empty = pm_set_for(&E, NULL, NULL, NULL, NULL);
   pm_sw_probes(&E, probes, 1);
   E.monitors++;
@@ -91,7 +92,7 @@ static void unmonitor (unsigned probes) {
   pm_sw_probes(&E, probes, -1);
   if (--E.monitors == 0)
     pm_sw_stop(&E);
-  pm_groups_free(&E);
+  pm_chunks_free(&E);
   pm_map_free(&E.known, E.falloc, E.fud);
   CHECK(E.bytes == 0);
 }

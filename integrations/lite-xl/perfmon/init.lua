@@ -9,15 +9,75 @@ local core = require "core"
 local command = require "core.command"
 local common = require "core.common"
 local config = require "core.config"
-local Doc = require "core.doc"
-local DocView = require "core.docview"
+local StatusView = require "core.statusview"
+local style = require "core.style"
 
-local ok, perfmon = pcall(require, "perfmon")
-if not ok then
-  core.error("perfmon: cannot load perfmon (see integrations/lite-xl/README.md "
-    .. "for the package.path and package.cpath lines of your init.lua): %s", perfmon)
-  return
+---------------------------------------------------------------------------
+-- Loading perfmon; failures that stay
+---------------------------------------------------------------------------
+
+-- This plugin's folder, where `cmake --install build --component lite-xl
+-- --prefix USERDIR` puts perfmon's Lua modules (lua/) and its native
+-- build for Lite XL (perfmon.so).
+local HERE = debug.getinfo(1, "S").source:sub(2):match("^(.*)[/\\]")
+local INSTALL = ("run cmake --install build --component lite-xl --prefix %s")
+  :format(common.home_encode(USERDIR))
+local HOW_TO_INSTALL = "(in perfmon's source tree, after cmake -S . -B build && cmake --build build)"
+
+-- A failure that keeps perfmon from running stays in the status bar until
+-- clicked, short enough to fit and saying what to do (a message flashes
+-- for 5 s, then the next one replaces it), and goes to the log
+-- (core:open-log) with the details.
+local function fail(summary, detail)
+  core.error("perfmon: %s%s", summary, detail and ("\n" .. detail) or "")
+  local name = "perfmon:failure"
+  if core.status_view:get_item(name) then core.status_view:remove_item(name) end
+  core.status_view:add_item {
+    name = name,
+    alignment = StatusView.Item.LEFT,
+    position = 1,
+    get_item = function() return { style.error, "perfmon: " .. summary .. " [dismiss]" } end,
+    command = function() core.status_view:remove_item(name) end,
+    tooltip = "perfmon is not running; the log (core:open-log) has the details",
+  }
+  return { failure = summary }
 end
+
+-- The usual C module (perfmon.core: the user's package.cpath, or where
+-- `cmake --install` put it) loads where Lite XL exports Lua's API (built
+-- with use_system_lua); Lite XL's release builds link Lua statically and
+-- export none of it, so there the native build loads instead, through Lite
+-- XL's native-plugin loader.  Returns perfmon, how its core loaded and why
+-- the usual one did not; or nil, what failed with its fix, and the details.
+local function load_perfmon()
+  package.path = package.path .. (";%s/lua/?.lua;%s/lua/?/init.lua"):format(HERE, HERE)
+  local ok, perfmon = pcall(require, "perfmon")
+  if ok then return perfmon, "perfmon.core, the C module" end
+  local usual = tostring(perfmon)
+  if not package.searchpath("perfmon", package.path) then
+    return nil, "not installed; " .. INSTALL, HOW_TO_INSTALL .. "\n" .. usual
+  end
+  local native = HERE .. PATHSEP .. "perfmon.so"
+  if not system.get_file_info(native) then
+    return nil, "no perfmon.so in its folder; " .. INSTALL,
+      HOW_TO_INSTALL .. "\nno " .. native .. ", and the usual C module cannot load here: " .. usual
+  end
+  local opened, native_core = pcall(system.load_native_plugin, "perfmon", native)
+  if not opened then
+    return nil, ("its perfmon.so cannot load (%s); rebuild it, then %s")
+      :format(tostring(native_core):match("^[^\n]*"), INSTALL),
+      HOW_TO_INSTALL .. "\n" .. native .. ": " .. tostring(native_core) .. "\n" .. usual
+  end
+  package.loaded["perfmon.core"] = native_core
+  ok, perfmon = pcall(require, "perfmon")
+  if not ok then return nil, "cannot load: " .. tostring(perfmon):match("^[^\n]*"), tostring(perfmon) end
+  return perfmon, "perfmon.so, the native build, through Lite XL's native-plugin loader", usual
+end
+
+local perfmon, how, detail = load_perfmon()
+if not perfmon then return fail(how, detail) end
+core.log_quiet("perfmon: its C core is %s%s", how,
+  detail and ("; the usual C module cannot load here: " .. detail) or "")
 local watcher = require "perfmon.watcher"
 local plugin_watcher = require "perfmon.plugin_watcher"
 local Profiler = require "perfmon.profiler"
@@ -41,14 +101,52 @@ config.plugins.perfmon = common.merge({
   ignore = {},
   profile_seconds = 30, -- 0: no profiler, no "Perfmon: Save Profile"
   profile_rate_us = 1000,
-  refresh_s = 1, -- how often the about:performance view is rewritten
+  refresh_s = 1, -- how often the performance view takes the figures again
   mode = "exact", -- "sampled": no hook, plugins charged from samples
   rate_us = 4000, -- sampled: µs of CPU time between two samples
   diagnosis_s = 10, -- sampled: after a warning, measure exactly this long
 }, config.plugins.perfmon)
 local conf = config.plugins.perfmon
 
-local M = { groups = {}, warnings = {} }
+-- Checked here, so that an error names the key the user set
+-- (config.plugins.perfmon.mode), not the argument of the function it goes to.
+local core_limits = require "perfmon.core"
+local function number_from(min)
+  return function(v) return type(v) == "number" and v >= min and v < math.huge end
+end
+local function integer_in(min, max)
+  return function(v) return math.type(v) == "integer" and v >= min and v <= max end
+end
+local OPTIONS = {
+  jank_threshold_ms = { number_from(1), "a number of ms, 1 or more" },
+  alerts = { integer_in(1, math.maxinteger), "a positive integer" },
+  alerts_window_s = { number_from(0.001), "a positive number of seconds" },
+  cpu_percent = { function(v) return type(v) == "number" and v > 0 and v <= 100 end,
+    "a percentage above 0, at most 100" },
+  cpu_window_s = { number_from(0.001), "a positive number of seconds" },
+  ignore = { function(v)
+    if type(v) ~= "table" then return false end
+    for _, name in pairs(v) do if type(name) ~= "string" then return false end end
+    return true
+  end, 'a list of plugin names ({ "name", ... })' },
+  profile_seconds = { number_from(0), "a number of seconds (0: no profiler)" },
+  profile_rate_us = { integer_in(1, math.maxinteger), "a positive integer of µs" },
+  refresh_s = { number_from(0.05), "a number of seconds, 0.05 or more" },
+  mode = { function(v) return v == "exact" or v == "sampled" end, '"exact" or "sampled"' },
+  rate_us = { integer_in(core_limits.rate_min_us, core_limits.rate_max_us),
+    ("an integer from %d to %d"):format(core_limits.rate_min_us, core_limits.rate_max_us) },
+  diagnosis_s = { number_from(0.001), "a positive number of seconds" },
+}
+for key, check in pairs(OPTIONS) do
+  local v = conf[key]
+  if not check[1](v) then
+    return fail(("config.plugins.perfmon.%s is %s: %s expected; fix it in init.lua")
+      :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2]),
+      ("in %s%sinit.lua"):format(common.home_encode(USERDIR), PATHSEP))
+  end
+end
+
+local M = { groups = {}, warnings = {}, core = how }
 
 ---------------------------------------------------------------------------
 -- Plugins as groups
@@ -162,43 +260,33 @@ M.watcher = plugin_watcher.new {
 }
 
 ---------------------------------------------------------------------------
--- about:performance
+-- The performance view
 ---------------------------------------------------------------------------
 
 -- With the profiler, each plugin's hottest place in its samples (the last
--- profile_seconds of CPU time) too.
-function M.text()
+-- profile_seconds of CPU time) too: the rows, the whole editor's, the
+-- count column's name (view.lua) and the snapshot; or all of it as text.
+function M.figures()
   local snap = M.monitor:snapshot()
   local places = M.profiler and where.find_all(M.profiler, 0, nil, where.libraries(snap))
-  return model.text(model.rows(snap, M.groups, places), snap,
-    conf.mode == "sampled" and "samples" or "ticks")
+  return model.rows(snap, M.groups, places), model.total(snap),
+    conf.mode == "sampled" and "samples" or "ticks", snap
 end
 
-local PerformanceDoc = Doc:extend()
-function PerformanceDoc:get_name() return "about:performance" end
-function PerformanceDoc:is_dirty() return false end
-
--- Rewritten in place, out of the undo history, the cursor kept.
-function PerformanceDoc:set_text(text)
-  local line, col = self:get_selection()
-  local scratch = { idx = 1 }
-  local now = system.get_time()
-  self:raw_remove(1, 1, #self.lines, #self.lines[#self.lines], scratch, now)
-  self:raw_insert(1, 1, text, scratch, now)
-  self:set_selection(self:sanitize_position(line, col))
+function M.text()
+  local rows, _, count, snap = M.figures()
+  return model.text(rows, snap, count)
 end
 
+local PerformanceView = require((...) .. ".view")
 command.add(nil, {
   ["perfmon:show-performance"] = function()
-    local doc = PerformanceDoc()
-    doc:set_text(M.text())
-    core.root_view:get_active_node_default():add_view(DocView(doc))
-    core.add_thread(function()
-      while #core.get_views_referencing_doc(doc) > 0 do
-        doc:set_text(M.text())
-        coroutine.yield(conf.refresh_s)
-      end
-    end)
+    -- one view: brought to the front when it is open
+    local node = M.view and core.root_view.root_node:get_node_for_view(M.view)
+    if node then return node:set_active_view(M.view) end
+    M.view = PerformanceView { figures = M.figures, text = M.text, refresh_s = conf.refresh_s,
+      jank_ms = conf.jank_threshold_ms }
+    core.root_view:get_active_node_default():add_view(M.view)
   end,
 })
 
@@ -212,7 +300,8 @@ if conf.profile_seconds > 0 then
     math.ceil(conf.profile_seconds * 1e6 / conf.profile_rate_us), { timer = "tick" })
   if not started then
     M.profiler = nil
-    core.warn("perfmon: no profiler: %s", err)
+    core.warn("perfmon: no profiler (config.plugins.perfmon.profile_rate_us is %s): %s",
+      conf.profile_rate_us, err)
   end
 end
 

@@ -1,6 +1,6 @@
 -- The perfmon plugin's logic that needs no editor, so that busted can test
--- it outside Lite XL: which group a chunk's path belongs to, and the rows
--- of the about:performance view.
+-- it outside Lite XL: which group a chunk's path belongs to, and the
+-- performance view's rows, the whole editor's row and a row's histogram.
 
 local buckets = require("perfmon.buckets")
 local where = require("perfmon.where")
@@ -61,8 +61,9 @@ end
 -- core.step or DocView.draw has every later wrapper's time inclusive of
 -- its own, so only self time ranks plugins.  Each row: name, self_us,
 -- cpu_us, share (self time, % of the editor's CPU time), ticks, samples
--- (those its self time is made of, in sampled mode), longest and histogram
--- (of the events by the group's self time in each).  places (optional):
+-- (those its self time is made of, in sampled mode), longest, histogram
+-- (of the events by the group's self time in each, as text) and durations
+-- (the snapshot's self_durations).  places (optional):
 -- where each group's self time went, where.find_all's result for a
 -- profiler's samples; each row then has hottest, where.brief's words ("-"
 -- for a group with no sample).
@@ -87,6 +88,7 @@ function model.rows(snap, groups, places)
       name = g.name, self_us = st.self_us, cpu_us = st.cpu_us,
       share = 100 * st.self_us / total, ticks = st.ticks, samples = st.self_samples,
       longest = longest(st.self_durations), histogram = buckets.histogram(st.self_durations),
+      durations = st.self_durations,
       hottest = places and (places[g.id] and where.brief(places[g.id]) or "-"),
     }
   end
@@ -95,6 +97,35 @@ function model.rows(snap, groups, places)
     return a.name < b.name
   end)
   return rows
+end
+
+--- The whole editor's row, of the same fields as model.rows' (no hottest),
+-- from snap.process: its self time is the editor's CPU time in events.
+function model.total(snap)
+  if type(snap) ~= "table" or type(snap.process) ~= "table" then
+    error("bad argument #1 to 'total' (perfmon snapshot expected, got " .. type(snap) .. ")", 2)
+  end
+  local p = snap.process
+  return {
+    name = "(whole editor)", self_us = p.self_us, cpu_us = p.cpu_us, share = 100,
+    ticks = p.ticks, samples = p.self_samples, longest = longest(p.durations),
+    histogram = buckets.histogram(p.durations), durations = p.durations,
+  }
+end
+
+--- The bins of a durations histogram (durations[k] counts the events of
+-- at least 2^(k-1) ms, those above included), each on its own: a list of
+-- { lo = ms, hi = ms, count = events in [lo, hi) }, one per bucket k, for
+-- the view's chart.
+function model.bins(durations)
+  if type(durations) ~= "table" then
+    error("bad argument #1 to 'bins' (durations histogram expected, got " .. type(durations) .. ")", 2)
+  end
+  local bins = {}
+  for k = 1, #durations do
+    bins[k] = { lo = 1 << (k - 1), hi = 1 << k, count = durations[k] - (durations[k + 1] or 0) }
+  end
+  return bins
 end
 
 local ROW = "%-24s %9.1f %9.1f %6.1f%% %8d  %-10s %-32s"
@@ -117,7 +148,6 @@ function model.text(rows, snap, count)
     error(("bad argument #3 to 'text' (\"ticks\" or \"samples\" expected, got %s)"):format(
       type(count) == "string" and ("%q"):format(count) or type(count)), 2)
   end
-  local p = snap.process
   local hottest = rows[1] ~= nil and rows[1].hottest ~= nil
   local function line(s, tail)
     s = hottest and s .. "  " .. tail or s
@@ -129,9 +159,9 @@ function model.text(rows, snap, count)
     lines[#lines + 1] = line(ROW:format(r.name, r.self_us / 1000, r.cpu_us / 1000, r.share,
       r[count], r.longest, r.histogram), r.hottest)
   end
-  lines[#lines + 1] = line(ROW:format("(whole editor)", p.self_us / 1000, p.cpu_us / 1000,
-    100, count == "ticks" and p.ticks or p.self_samples, longest(p.durations),
-    buckets.histogram(p.durations)), "")
+  local t = model.total(snap)
+  lines[#lines + 1] = line(ROW:format(t.name, t.self_us / 1000, t.cpu_us / 1000, t.share,
+    t[count], t.longest, t.histogram), "")
   return table.concat(lines, "\n") .. "\n"
 end
 

@@ -152,6 +152,7 @@ describe("lite-xl model, on a real plugins tree", function()
     for i, r in ipairs(rows) do
       local st = d.groups[by_name[r.name].id]
       assert.are.same({ st.self_us, st.cpu_us, st.ticks }, { r.self_us, r.cpu_us, r.ticks })
+      assert.are.same(st.self_durations, r.durations)
       assert.near(100 * st.self_us / d.process.cpu_us, r.share, 1e-9)
       if i > 1 then assert.is_true(rows[i - 1].self_us >= r.self_us) end
       -- the histogram's buckets, each on its own, add up to the snapshot's

@@ -12,6 +12,10 @@ local iterations = module:get_option_number("perfmon_test_iterations", 1500000);
 -- util.stanza and util.jid, as a module that is slow through the host's
 -- code is: perfmon must charge that time to this module.
 local host_ms = module:get_option_number("perfmon_test_host_ms", 0);
+-- Or, where set, this many calls a message of a small function of its
+-- own: a fixed amount of call-heavy work, what the call/return hook of
+-- an exact monitor costs most on (the load test and bench/prosody --load).
+local calls = module:get_option_number("perfmon_test_calls", 0);
 local report_jid = "perfmon-report@" .. module.host;
 
 local saved = module.saved_state or {};
@@ -53,6 +57,15 @@ local function burn_in_host()
 	return n;
 end
 
+local function step(s, i) return (s * 31 + i) % 1000003; end
+local function burn_calls()
+	local t0 = clock();
+	local s = 0;
+	for i = 1, calls do s = step(s, i); end
+	burnt_s = burnt_s + (clock() - t0);
+	return s;
+end
+
 module:hook("message/bare", function(event)
 	local stanza = event.stanza;
 	if stanza.attr.type == "error" then return; end
@@ -61,7 +74,7 @@ module:hook("message/bare", function(event)
 		return true;
 	end
 	if stanza:get_child_text("body") then
-		if host_ms > 0 then burn_in_host(); else burn(); end
+		if calls > 0 then burn_calls(); elseif host_ms > 0 then burn_in_host(); else burn(); end
 		messages = messages + 1;
 		module:log("debug", "burnt %.3f s for %d messages", burnt_s, messages);
 	end

@@ -1,0 +1,59 @@
+-- table_spec.lua: perfmon.table, the about:performance text tables: rounded
+-- right-aligned figures, cut text, rows folded under their parent.
+
+local text_table = require("perfmon.table")
+
+describe("perfmon.table", function()
+  local columns = {
+    { key = "name", title = "module" },
+    { key = "self_ms", title = "self ms", figure = true },
+    { key = "share", title = "share", format = function(v) return ("%.1f%%"):format(v) end },
+    { key = "where", title = "hottest", max = 12 },
+  }
+  local rows = {
+    { name = "slow", self_ms = 62839.5, share = 88.61, where = "burn at mod_slow.lua:33",
+      children = { { name = "@localhost", self_ms = 62.8395, share = 1.5 },
+        { name = "@other", self_ms = 0.0, share = 0 } } },
+    { name = "c2s", self_ms = 4.21, share = 0.02 },
+  }
+
+  it("rounds figures, aligns them right and folds the children", function()
+    local lines = text_table.render(columns, rows)
+    assert.same({
+      "module    self ms  share  hottest",
+      "slow (2)    62840  88.6%  burn at m...",
+      "c2s          4.21   0.0%",
+    }, lines)
+  end)
+
+  it("lists the children indented when asked", function()
+    local lines = text_table.render(columns, rows, { unfold = true })
+    assert.equals("slow            62840  88.6%  burn at m...", lines[2])
+    assert.equals("  @localhost     62.8   1.5%", lines[3])
+    assert.equals("  @other            0   0.0%", lines[4])
+    assert.equals(5, #lines)
+  end)
+
+  it("rounds to about three figures", function()
+    assert.equals("62.8", text_table.figure(62.8395))
+    assert.equals("2658", text_table.figure(2657.7))
+    assert.equals("0.42", text_table.figure(0.4213))
+    assert.equals("7", text_table.figure(7))
+    assert.equals("0", text_table.figure(0.0))
+  end)
+
+  it("rejects bad arguments, naming them", function()
+    assert.has_error(function() text_table.render({}, {}) end,
+      "bad argument #1 to 'perfmon.table.render' (list of columns expected, got an empty table)")
+    assert.has_error(function() text_table.render({ { title = "x" } }, {}) end,
+      "bad argument #1 to 'perfmon.table.render' (column 1: a table with a string key expected)")
+    assert.has_error(function() text_table.render(columns, nil) end,
+      "bad argument #2 to 'perfmon.table.render' (list of rows expected, got nil)")
+    assert.has_error(function() text_table.render({ { key = "x", max = 2 } }, {}) end,
+      "bad argument #1 to 'perfmon.table.render' (column 1: max must be an integer >= 4)")
+    assert.has_error(function() text_table.figure("3") end,
+      "bad argument #1 to 'perfmon.table.figure' (number expected, got string)")
+    assert.has_error(function() text_table.figure(0 / 0) end,
+      "bad argument #1 to 'perfmon.table.figure' (number expected, got nan)")
+  end)
+end)
