@@ -53,13 +53,6 @@ describe("a sampled monitor", function()
     assert.equals(0, core.info().sampled_monitors)
   end)
 
-  it("refuses the memory probe, whose figures per group it cannot have", function()
-    local ok, err = pcall(perfmon.monitor, { "jank", "memory", mode = "sampled" })
-    assert.is_false(ok)
-    assert.matches('probe "memory" needs mode "exact"', err, 1, true)
-    assert.equals(0, core.info().sampled_monitors)
-  end)
-
   it("sets no hook, and says which mode it is", function()
     truth.alone(pending)
     local mon <close> = perfmon.monitor { "jank", mode = "sampled" }

@@ -164,6 +164,18 @@ struct pm_Engine {
   double sample_wall; /* the monotonic clock at the last sample, µs */
   double sample_part; /* the part of this sample in the sample window */
   pm_SampleWindow sample_window;
+  int sample_allocs; /* the walk under way charges alloc_walk, not time */
+  /* sampled mode's memory: points on the line of bytes allocated
+  ** (allocs.bytes), one drawn at random in each stride of alloc_stride
+  ** bytes, each standing for a stride; UINT64_MAX while none is drawn */
+  uint64_t alloc_next; /* allocs.bytes the next point lies below */
+  uint64_t alloc_stratum; /* where its stride begins */
+  uint64_t alloc_stride;
+  uint64_t alloc_seed; /* the draws' state (xorshift64*), never 0 */
+  pm_Allocs alloc_due; /* what the points since the last walk stand for */
+  double alloc_due_blocks, alloc_carry; /* blocks, and the rounding's rest */
+  pm_Allocs alloc_walk; /* what the walk under way charges */
+  uint64_t alloc_walks; /* walks that charged bytes */
   int own; /* perfmon's own work runs (pm_sw_own) */
   uint64_t own_cycles; /* when it began */
   pm_CpuTime own_time;
@@ -197,6 +209,7 @@ static inline void pm_engine_init (pm_Engine *E, pm_Allocf f, void *ud) {
   E->period = 1;
   E->root.base = &E->root;
   E->ctx = &E->root;
+  E->alloc_next = UINT64_MAX;
 }
 
 #endif

@@ -128,6 +128,7 @@ struct pm_Group {
   ** found it innermost */
   uint64_t sample_stamp, sample_self;
   pm_WindowStats sample_window; /* its figures in the sample window */
+  uint64_t alloc_stamp, alloc_self; /* the same for sampled allocations */
   /* alerts (alert.c): the highest times since its last alert */
   double alert_jank, alert_self, alert_blocking; /* µs in one event */
   int alert_reason; /* PM_ALERT_*: an alert waits to be taken */

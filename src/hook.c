@@ -137,10 +137,13 @@ static void count_hook (lua_State *L, lua_Debug *ar) {
     lua_sethook(L, NULL, 0, 0);
     return;
   }
-  if (ar->event != LUA_HOOKCOUNT) { /* a monitor installed meanwhile */
-    if (S->exact > 0 && S->hook != NULL)
+  if (ar->event != LUA_HOOKCOUNT) {
+    if (S->exact > 0 && S->hook != NULL) { /* a monitor installed meanwhile */
       S->hook(L, ar);
-    return;
+      return;
+    }
+    if (ar->event != LUA_HOOKRET) /* else a return that a request asked for */
+      return;
   }
   if (!sampling(S))
     pm_hook_unrequest(S, L);
@@ -161,10 +164,14 @@ static void sethook (pm_State *S, lua_State *L, lua_Hook h, int mask,
 
 /* It is made again at every tick until answered, count mask or not: the
 ** interpreter may have just put the request's mark down (luaG_traceexec,
-** with hooks off when it looked), and only a new request sets it again. */
-int pm_hook_request (pm_State *S, lua_State *L) {
+** with hooks off when it looked), and only a new request sets it again.
+** A return event answers too where `ret` asks (and no monitor's hook has
+** them already). */
+int pm_hook_request (pm_State *S, lua_State *L, int ret) {
   lua_Hook h = lua_gethook(L);
   int mask = LUA_MASKCOUNT;
+  if (h == NULL || h == count_hook)
+    mask |= ret ? LUA_MASKRET : 0;
   if (h == NULL)
     h = count_hook;
   else if (h == count_hook || h == S->hook || h == S->chain_hook)
@@ -185,6 +192,8 @@ void pm_hook_unrequest (pm_State *S, lua_State *L) {
       mask &= ~LUA_MASKCOUNT;
       count = 0;
     }
+    if (lua_gethook(L) == count_hook) /* the returns were the request's */
+      mask &= ~LUA_MASKRET;
     pm_trap_sethook(L, mask ? lua_gethook(L) : NULL, mask, count,
                     S->trap_direct);
   }

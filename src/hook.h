@@ -132,11 +132,13 @@ void pm_hook_sweep (pm_State *S, int due);
 
 /* Asks for a count event at L's next instruction, for a sample: the
 ** profiler's signal handler does (async-signal-safe, as lua_sethook is).
+** With `ret`, the return of the function running answers first, if it
+** comes first (the allocator asks so: the sample is that function's).
 ** Returns whether it set the hook, which walks L's whole stack where the
 ** direct way (trap.h) failed its check; a foreign hook gets no request.
 ** The event is answered by S->answer.  pm_hook_unrequest takes the
 ** request back, keeping the monitor's hook and a program's chained. */
-int pm_hook_request (pm_State *S, lua_State *L);
+int pm_hook_request (pm_State *S, lua_State *L, int ret);
 void pm_hook_unrequest (pm_State *S, lua_State *L);
 
 

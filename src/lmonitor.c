@@ -172,10 +172,6 @@ static int l_open (lua_State *L) {
                                         probe_list(L)));
   rate = check_rate(L, check_mode(L));
   window = check_window(L, rate != 0);
-  /* it would charge every group nothing: refused, never a zero */
-  if (rate != 0 && (mask & PM_BIT(PM_PROBE_MEMORY)))
-    monitor_argerror(L, "probe \"memory\" needs mode \"exact\" (a sampled "
-                        "monitor cannot tell each group's allocations)");
   if (window > 0 && pm_sampled_windowed(S))
     return luaL_error(L, "perfmon: a monitor with window_ms is open already "
                          "(one at a time)");

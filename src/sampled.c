@@ -100,6 +100,7 @@ static int loop_cut (pm_State *S, lua_State *T, const void *stop) {
 typedef struct Self {
   int found; /* a set that is not a library's was charged self time */
   const pm_Set *lib; /* the innermost library's set, until then */
+  int frames; /* the frames walked so far */
 } Self;
 
 /* The walk found where self time's owner is decided with no plugin's set
@@ -123,22 +124,37 @@ static int is_bracket (pm_State *S, lua_State *T, lua_Debug *ar) {
   return f != NULL && (f == S->brackets[0] || f == S->brackets[1]);
 }
 
-/* Charges the sets of T's frames, the top first, self time as *o says:
-** where a plugin's frame wraps the library's function it called
-** (wrapper.h), or an event's bracket stands between them, the library
-** keeps it.  Returns 0 where it reached the code
-** that spun the nested loop running: the walk ends there. */
-static int walk (pm_State *S, lua_State *T, Self *o) {
+/* The first of T's frames a walk charges, the top first: from frame
+** `from` (an allocation's) where it is on T's stack, the frames called
+** since it are not the allocation's; else the top.  Returns how many it
+** passed, or -1 for none. */
+static int frames_from (pm_State *S, Frames *f, lua_State *T,
+                        const void *from) {
+  int i;
+  if (!frames_first(f, T))
+    return -1;
+  for (i = 0; from != NULL && (const void *)f->ar.i_ci != from; i++)
+    if (!frames_next(S, f))
+      return frames_first(f, T) ? 0 : -1;
+  return i;
+}
+
+/* Charges the sets of T's frames, the top first (from `from`, above),
+** self time as *o says: where a plugin's frame wraps the library's
+** function it called (wrapper.h), or an event's bracket stands between
+** them, the library keeps it.  Returns 0 where it reached the code that
+** spun the nested loop running: the walk ends there. */
+static int walk (pm_State *S, lua_State *T, const void *from, Self *o) {
   const pm_Set *last = NULL, *s, *above = NULL;
   lua_Debug up; /* the frame above, where its set is a library's */
   Frames f;
   int i, cut = -1, self;
   if (S->e.loop > 0 && S->loop_thread[S->e.loop] == T)
     cut = loop_cut(S, T, S->loop_ci[S->e.loop]);
-  if (!frames_first(&f, T))
+  if ((i = frames_from(S, &f, T, from)) < 0)
     return 1;
-  for (i = 0;; i++) {
-    if (i == cut)
+  for (;; i++, o->frames++) {
+    if (cut >= 0 && i >= cut)
       return 0;
     s = set_of(S, T, &f.ar);
     if (s != NULL && s != last) {
@@ -162,32 +178,68 @@ static int walk (pm_State *S, lua_State *T, Self *o) {
   }
 }
 
-static void retime (pm_State *S);
-
-/* L answers: its stack, then those of the coroutines that resumed it,
-** down to the main thread, where the chain of resumes can be read (else
-** L's alone). */
-static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
-  pm_State *S = sm->S;
+/* L's stack, then those of the coroutines that resumed it, down to the
+** main thread, where the chain of resumes can be read (else L's alone);
+** in L, from frame `from` (walk).  Returns how many frames it walked. */
+static int walk_all (pm_State *S, lua_State *L, const void *from) {
   lua_State *chain[PM_TRAP_CHAIN];
-  Self o = {0, NULL};
-  int n = 0, windowed = S->e.sample_window.open, charge;
-  (void)weight; /* the CPU clock says how much */
-  charge = pm_sw_sample(&S->e, S->exact == 0);
-  if (windowed && !S->e.sample_window.open)
-    retime(S); /* the window is over, and its monitor's rate with it */
-  if (!charge)
-    return;
+  Self o = {0, NULL, 0};
+  int n = 0;
   if (S->running_direct)
     n = pm_trap_chain(S->main, S->co_f, chain);
   while (n > 0 && chain[n - 1] != L)
     n--;
   if (n == 0)
-    walk(S, L, &o);
-  while (n > 0 && walk(S, chain[--n], &o))
-    ;
+    walk(S, L, from, &o);
+  else if (walk(S, chain[--n], from, &o))
+    while (n > 0 && walk(S, chain[--n], NULL, &o))
+      ;
   if (!o.found)
     self_to_library(S, &o);
+  return o.frames;
+}
+
+/* A walk of the allocations due costs in proportion to the stack's
+** depth, and comes every stride of bytes allocated: one of n frames holds
+** the next off for n / PM_WALK_FRAMES strides, so that a deep stack
+** (a recursion) costs the program no more than one of PM_WALK_FRAMES
+** frames would; the points due meanwhile go to the next walk. */
+#define PM_WALK_FRAMES 32
+
+static void retime (pm_State *S);
+
+/* L answers: a sample of the CPU time where a period passed (weight: the
+** CPU clock says how much it charges), a sample of the allocations due
+** from the frame that made the last of them. */
+static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
+  pm_State *S = sm->S;
+  if (weight != 0) {
+    int windowed = S->e.sample_window.open;
+    int charge = pm_sw_sample(&S->e, 0, S->exact == 0);
+    if (windowed && !S->e.sample_window.open)
+      retime(S); /* the window is over, and its monitor's rate with it */
+    if (charge)
+      walk_all(S, L, NULL);
+  }
+  if (pm_sw_sample(&S->e, 1, S->exact == 0)) {
+    int n = walk_all(S, L, S->alloc_thread == L ? S->alloc_ci : NULL);
+    S->alloc_hold =
+        S->e.allocs.bytes + (uint64_t)(n / PM_WALK_FRAMES) * S->e.alloc_stride;
+  }
+}
+
+void pm_sampled_alloc (pm_State *S, size_t size, int block) {
+  pm_Sampler *sm = S->samplers[PM_SAMPLER_MONITOR];
+  lua_State *T;
+  lua_Debug ar;
+  pm_sw_alloc_cross(&S->e, size, block);
+  if (sm == NULL || S->e.allocs.bytes < S->alloc_hold)
+    return;
+  /* level 0 reads the thread's running frame, and walks nothing */
+  T = pm_sampler_target(sm);
+  S->alloc_thread = T;
+  S->alloc_ci = lua_getstack(T, 0, &ar) ? (const void *)ar.i_ci : NULL;
+  pm_sampler_ask(sm);
 }
 
 void pm_sampled_loop (lua_State *L, pm_State *S) {

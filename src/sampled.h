@@ -35,6 +35,12 @@ int pm_sampled_windowed (const pm_State *S);
 ** frame: the samples taken inside it stop there, so that the code that
 ** spun the loop is not charged for it, as exact monitors cancel it. */
 void pm_sampled_loop (lua_State *L, pm_State *S);
+/* The allocator's: an allocation of size bytes (a new block, or the
+** growth of one) took the bytes allocated past a point of the memory
+** probe's (stopwatch.h): a sample of the allocations due is asked for at
+** the next instruction, or at the return of the function running if that
+** comes first, and charges the stack from the frame running now. */
+void pm_sampled_alloc (pm_State *S, size_t size, int block);
 /* The timer the sampled monitors' samples come from, "cpu" or "tick";
 ** NULL while none is open. */
 const char *pm_sampled_timer (const pm_State *S);

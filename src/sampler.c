@@ -101,6 +101,10 @@ static lua_State *target (pm_Sampler *s) {
   return L != NULL ? L : S->main;
 }
 
+lua_State *pm_sampler_target (pm_Sampler *s) {
+  return target(s);
+}
+
 static void unrequest_all (pm_Sampler *s, lua_State *L) {
   lua_State *t = target(s);
   pm_hook_unrequest(s->S, L);
@@ -124,7 +128,9 @@ static void unrequest_all (pm_Sampler *s, lua_State *L) {
 void pm_sampler_answer (pm_Sampler *s, lua_State *L) {
   uint64_t w0 = 0;
   unsigned w;
-  int own = s->has_timer && pthread_equal(pthread_self(), s->owner);
+  /* an answer to the allocator alone is short (sampled.c paces it) */
+  int own = s->has_timer && atomic_load(&s->pending) != 0 &&
+            pthread_equal(pthread_self(), s->owner);
   if (own) {
     atomic_store(&s->sampling, 1);
     w0 = mono_ns();
@@ -132,8 +138,11 @@ void pm_sampler_answer (pm_Sampler *s, lua_State *L) {
   unrequest_all(s, L);
   /* none pending: a request another coroutine answered; records being
      read: the periods wait for the next sample */
-  if (s->hold == 0 && (w = atomic_exchange(&s->pending, 0)) != 0)
+  if (s->hold == 0 &&
+      ((w = atomic_exchange(&s->pending, 0)) != 0 || s->asked)) {
+    s->asked = 0;
     s->take(s, L, w);
+  }
   if (own) {
     uint64_t d = mono_ns() - w0;
     if (d >= long_ns(s)) {
@@ -188,13 +197,28 @@ static void chain (int sig, siginfo_t *si, void *uc) {
   }
 }
 
+/* A count event at the next instruction of the coroutine that runs, and
+** of the main thread, where it cannot be read or runs no more (a return
+** too, with ret): whether one was asked for. */
+static int request (pm_Sampler *s, int ret) {
+  lua_State *t = target(s);
+  int asked = pm_hook_request(s->S, t, ret);
+  if (t != s->S->main)
+    asked |= pm_hook_request(s->S, s->S->main, ret);
+  return asked;
+}
+
+void pm_sampler_ask (pm_Sampler *s) {
+  s->asked = 1;
+  request(s, 1);
+}
+
 /* Counts the whole periods of the thread's CPU time since the last count
 ** and asks for a sample.  A long request (one through lua_sethook walks
 ** the stack: a deep one) is kept out of the count, as a long sample is: the periods
 ** are the program's CPU time, and the sampler cannot starve it. */
 static void count_periods (pm_Sampler *s, uint64_t now) {
   uint64_t k, w0, period = atomic_load(&s->next_period_ns);
-  lua_State *t;
   int asked;
   if (atomic_load(&s->sampling))
     return; /* the hook is at work: its time is not counted */
@@ -206,11 +230,8 @@ static void count_periods (pm_Sampler *s, uint64_t now) {
   s->cpu_mark += k * s->period_ns;
   s->asked_cpu = now;
   atomic_fetch_add(&s->pending, (unsigned)k);
-  t = target(s);
   w0 = mono_ns();
-  asked = pm_hook_request(s->S, t);
-  if (t != s->S->main)
-    asked |= pm_hook_request(s->S, s->S->main);
+  asked = request(s, 0);
   if (asked && mono_ns() - w0 >= long_ns(s))
     s->cpu_mark += thread_cpu_ns() - now;
 }

@@ -45,6 +45,7 @@ struct pm_Sampler {
   /* takes a sample of `weight` periods on L, at the hook's safe point */
   void (*take)(pm_Sampler *s, lua_State *L, unsigned weight);
   int hold; /* samples wait (the profiler's records are being read) */
+  int asked; /* a sample pm_sampler_ask asked for, on the Lua thread */
   /* read by the signal handler */
   lua_State *volatile running; /* the coroutine running, where tracked */
   int slot; /* of its timer in sampler.c's table */
@@ -83,6 +84,13 @@ void pm_sampler_retime (pm_Sampler *s, uint64_t period_ns);
 /* Deletes s's timer: no handler uses s afterwards, and no tick of it can
 ** meet SIGPROF's default action.  From any thread. */
 void pm_sampler_stop (pm_Sampler *s);
+/* The coroutine running, as the samples take it. */
+lua_State *pm_sampler_target (pm_Sampler *s);
+/* Asks for a sample from the thread that runs the Lua state, outside the
+** signal handler (the allocator, which cannot walk the stack itself): the
+** same count event, whose `take` then has a weight of 0 unless periods
+** passed meanwhile. */
+void pm_sampler_ask (pm_Sampler *s);
 /* The count event a timer asked for, on L: the hook answers every sampler
 ** of S (S->samplers) with it, through S->answer. */
 void pm_sampler_answer (pm_Sampler *s, lua_State *L);

@@ -66,6 +66,11 @@ struct pm_State {
   ** compared, never followed */
   const lua_State *loop_thread[PM_MAX_LOOPS];
   const void *loop_ci[PM_MAX_LOOPS];
+  /* where the last allocation sampled ran (compared, never followed): its
+  ** thread and frame, or NULL where it cannot be read */
+  const lua_State *alloc_thread;
+  const void *alloc_ci;
+  uint64_t alloc_hold; /* no walk is asked for before e.allocs.bytes is */
 
   /* monitor.c */
   int exact; /* exact monitors open: the call/return hook is installed */

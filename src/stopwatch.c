@@ -382,6 +382,8 @@ static void flush (pm_Engine *E) {
 enum { COMMIT_GAP, COMMIT_EVENT, COMMIT_EXACT }; /* commit's kinds */
 static void commit (pm_Engine *E, int kind);
 static void sample_mark (pm_Engine *E);
+static void alloc_arm (pm_Engine *E);
+static void alloc_drop (pm_Engine *E);
 static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle,
                          double bound);
 
@@ -652,6 +654,7 @@ void pm_sw_quiet (pm_Engine *E, int on) {
     commit(E, COMMIT_EXACT);
   if (E->sampled)
     sample_mark(E); /* what ran inside goes to no group */
+  alloc_drop(E); /* what was allocated inside is no group's */
   E->quiet = on;
   slow_update(E);
 }
@@ -721,6 +724,7 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta) {
     E->count_allocs = HAS(E, PM_PROBE_MEMORY);
     slow_update(E);
   }
+  alloc_arm(E);
 }
 
 /* }====================================================== */
@@ -977,9 +981,11 @@ static pm_WindowStats *window_of (pm_Engine *E, pm_Group *g) {
 void pm_sw_sampled (pm_Engine *E, int on) {
   E->sampled = on;
   sample_mark(E);
+  alloc_arm(E);
 }
 
-int pm_sw_sample (pm_Engine *E, int charge) {
+/* The CPU time since the last sample: whether the walk charges it. */
+static int sample_time (pm_Engine *E, int charge) {
   pm_CpuTime now;
   double bound;
   uint64_t cycles, since = E->sample_cycles;
@@ -1012,34 +1018,77 @@ int pm_sw_sample (pm_Engine *E, int charge) {
   return 1;
 }
 
-void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
-  int k;
-  for (k = 0; k < s->n; k++) {
-    pm_Group *g = s->g[k];
-    if (g->sample_stamp != E->samples) { /* on the stack twice: once */
-      g->sample_stamp = E->samples;
-      g->recent_samples++;
-      touch(E, g);
-      credit(&g->all.period_time, &E->sample_dt, 1);
-      g->sample_event_us += E->sample_event_us;
-      if (E->sample_part > 0) {
-        pm_WindowStats *w = window_of(E, g);
-        w->cpu_us += E->sample_dt.cpu_us * E->sample_part;
-        w->samples++;
-      }
-    }
-    if (self && g->sample_self != E->samples) {
-      g->recent_self_samples++;
-      g->sample_self = E->samples;
-      credit(&g->self.period_time, &E->sample_dt, 1);
-      g->sample_self_us += E->sample_event_us;
-      if (E->sample_part > 0) {
-        pm_WindowStats *w = window_of(E, g);
-        w->self_us += E->sample_dt.cpu_us * E->sample_part;
-        w->self_samples++;
-      }
+/* The allocations due: whether the walk charges them.  A block's share of
+** a point is fractional; the walk charges whole blocks and carries the
+** rest to the next. */
+static int sample_allocs (pm_Engine *E, int charge) {
+  double blocks = E->alloc_due_blocks + E->alloc_carry;
+  int due = E->alloc_due.bytes != 0;
+  E->alloc_walk = none_alloc;
+  if (due && charge && !E->quiet && HAS(E, PM_PROBE_MEMORY)) {
+    E->alloc_walk.bytes = E->alloc_due.bytes;
+    E->alloc_walk.count = (uint64_t)blocks;
+    E->alloc_carry = blocks - (double)E->alloc_walk.count;
+    E->alloc_walks++;
+  }
+  E->alloc_due = none_alloc;
+  E->alloc_due_blocks = 0;
+  return E->alloc_walk.bytes != 0;
+}
+
+int pm_sw_sample (pm_Engine *E, int allocs, int charge) {
+  E->sample_allocs = allocs;
+  return allocs ? sample_allocs(E, charge) : sample_time(E, charge);
+}
+
+/* g on the walk's stack (self: in the set that owns its self time),
+** charged once a walk whatever its frames: the CPU time since the last
+** sample, or the allocations due. */
+static void sample_time_to (pm_Engine *E, pm_Group *g, int self) {
+  if (g->sample_stamp != E->samples) {
+    g->sample_stamp = E->samples;
+    g->recent_samples++;
+    touch(E, g);
+    credit(&g->all.period_time, &E->sample_dt, 1);
+    g->sample_event_us += E->sample_event_us;
+    if (E->sample_part > 0) {
+      pm_WindowStats *w = window_of(E, g);
+      w->cpu_us += E->sample_dt.cpu_us * E->sample_part;
+      w->samples++;
     }
   }
+  if (self && g->sample_self != E->samples) {
+    g->recent_self_samples++;
+    g->sample_self = E->samples;
+    credit(&g->self.period_time, &E->sample_dt, 1);
+    g->sample_self_us += E->sample_event_us;
+    if (E->sample_part > 0) {
+      pm_WindowStats *w = window_of(E, g);
+      w->self_us += E->sample_dt.cpu_us * E->sample_part;
+      w->self_samples++;
+    }
+  }
+}
+
+static void sample_allocs_to (pm_Engine *E, pm_Group *g, int self) {
+  if (g->alloc_stamp != E->alloc_walks) {
+    g->alloc_stamp = E->alloc_walks;
+    touch(E, g);
+    allocs_add(&g->recent_alloc, &E->alloc_walk, &none_alloc);
+  }
+  if (self && g->alloc_self != E->alloc_walks) {
+    g->alloc_self = E->alloc_walks;
+    allocs_add(&g->recent_self_alloc, &E->alloc_walk, &none_alloc);
+  }
+}
+
+void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self) {
+  int k;
+  for (k = 0; k < s->n; k++)
+    if (E->sample_allocs)
+      sample_allocs_to(E, s->g[k], self);
+    else
+      sample_time_to(E, s->g[k], self);
 }
 
 /* At an event's end: the time since its last sample, at per_cycle, to the
@@ -1061,6 +1110,66 @@ static void sample_tail (pm_Engine *E, uint64_t now, double per_cycle,
       if (g->sample_self == E->samples)
         g->sample_self_us += us;
     }
+}
+
+/* Sampled mode's memory: a profile of allocations by bytes, as heap
+** profilers take theirs.  The line of bytes allocated (allocs.bytes) is cut
+** into strides, each holding one point drawn at random in it; the
+** allocation that covers a point is sampled, at the walk that follows, and
+** the point stands for a stride of bytes.  A stride of an allocation's
+** bytes holds a point with probability 1 whoever made it, so a group's
+** bytes are unbiased, and they are good to a few points: a group that
+** allocates on its own for n strides gets n points, less or more one,
+** and one that shares them gets each with the chance of its share (each
+** point drawn afresh, so that no rhythm of the program's allocations can
+** line up with the strides).  An allocation's blocks are counted the
+** same way: a point in a new block of size bytes stands for stride / size
+** blocks, one on average for each block made. */
+
+/* xorshift64*: the draws need only be independent of the program. */
+static uint64_t draw (pm_Engine *E, uint64_t n) {
+  uint64_t x = E->alloc_seed;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  E->alloc_seed = x;
+  return (x * 0x2545F4914F6CDD1Du >> 11) % n;
+}
+
+static void alloc_drop (pm_Engine *E) {
+  E->alloc_due = none_alloc;
+  E->alloc_due_blocks = 0;
+}
+
+/* Points are drawn while a sampled monitor is open and the memory probe
+** held. */
+static void alloc_arm (pm_Engine *E) {
+  uint32_t cpu;
+  if (!E->sampled || !HAS(E, PM_PROBE_MEMORY)) {
+    E->alloc_next = UINT64_MAX;
+    alloc_drop(E);
+    return;
+  }
+  if (E->alloc_next != UINT64_MAX)
+    return;
+  if (E->alloc_stride == 0)
+    E->alloc_stride = PM_ALLOC_STRIDE;
+  if (E->alloc_seed == 0)
+    E->alloc_seed = (pm_cycles(&cpu) ^ (uint64_t)(uintptr_t)E) | 1;
+  E->alloc_stratum = E->allocs.bytes;
+  E->alloc_next = E->alloc_stratum + draw(E, E->alloc_stride);
+}
+
+void pm_sw_alloc_cross (pm_Engine *E, size_t size, int block) {
+  uint64_t k = 0;
+  while (E->alloc_next < E->allocs.bytes) {
+    k++;
+    E->alloc_stratum += E->alloc_stride;
+    E->alloc_next = E->alloc_stratum + draw(E, E->alloc_stride);
+  }
+  E->alloc_due.bytes += k * E->alloc_stride;
+  if (block && size > 0)
+    E->alloc_due_blocks += (double)k * (double)E->alloc_stride / (double)size;
 }
 
 /* }====================================================== */

@@ -61,19 +61,32 @@ void pm_sw_probes (pm_Engine *E, unsigned probes, int delta);
 
 /* Sampled mode: groups are charged from samples of the stack instead of
 ** stopwatches.  pm_sw_sampled(E, 1) marks the thread's CPU time where
-** samples begin.  pm_sw_sample takes the CPU time since the last sample
-** and returns whether the sets on the stack are
-** to be charged with it (not when `charge` is 0: an exact monitor is open,
-** and wins); then pm_sw_sample_set charges each set's groups, every group
-** once per sample, and those of the set that owns the sample's self time
-** (context.h's rule, told by sampled.c's walk) as self time too, once. */
+** samples begin.  pm_sw_sample begins a walk of the stack: it takes the
+** CPU time since the last sample (or with `allocs`, the allocations due,
+** below) and returns whether the sets on the stack are to be charged with
+** it (not when `charge` is 0: an exact monitor is open, and wins); then
+** pm_sw_sample_set charges each set's groups, every group once per walk,
+** and those of the set that owns the walk's self time (context.h's rule,
+** told by sampled.c's walk) as self time, or self allocations, too,
+** once. */
 void pm_sw_sampled (pm_Engine *E, int on);
-int pm_sw_sample (pm_Engine *E, int charge);
+int pm_sw_sample (pm_Engine *E, int allocs, int charge);
 void pm_sw_sample_set (pm_Engine *E, const pm_Set *s, int self);
 /* The sample window (engine.h) opens now for window_us of wall time, or
 ** ends now if it is still open. */
 void pm_sw_window (pm_Engine *E, double window_us);
 void pm_sw_window_end (pm_Engine *E);
+
+/* With the memory probe held in sampled mode, points are drawn on the line
+** of bytes allocated (E->allocs.bytes), one in each stride of
+** E->alloc_stride bytes (PM_ALLOC_STRIDE), at random; E->alloc_next is
+** the next one (UINT64_MAX while none is drawn).  The allocator calls
+** pm_sw_alloc_cross when an allocation of size bytes (a new block, or the
+** growth of one) took allocs.bytes past it: the points it covers are due,
+** each a stride of bytes, to the next walk, which the allocator asks for
+** since it cannot walk the stack itself. */
+#define PM_ALLOC_STRIDE 16384u
+void pm_sw_alloc_cross (pm_Engine *E, size_t size, int block);
 
 /* The host's markers; each returns PERFMON_OK or PERFMON_EMISUSE. */
 int pm_sw_event_begin (pm_Engine *E);

@@ -6,6 +6,7 @@
 #include <lauxlib.h>
 
 #include "hook.h"
+#include "sampled.h"
 #include "wrapper.h"
 
 static void forget (pm_State *S, const void *key, uintptr_t v) {
@@ -36,11 +37,13 @@ static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
 ** no block, osize is the kind of object), and blocks made. */
 static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
                                         size_t nsize) {
-  size_t old = ptr != NULL ? osize : 0;
+  size_t old = ptr != NULL ? osize : 0, grown = nsize > old ? nsize - old : 0;
   void *block = S->e.falloc(S->e.fud, ptr, osize, nsize);
   if (block != NULL) {
-    S->e.allocs.bytes += nsize > old ? nsize - old : 0;
+    S->e.allocs.bytes += grown;
     S->e.allocs.count += ptr == NULL;
+    if (PM_UNLIKELY(S->e.allocs.bytes > S->e.alloc_next))
+      pm_sampled_alloc(S, grown, ptr == NULL);
   }
   return block;
 }
