@@ -299,6 +299,7 @@ const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
     return "not enough memory";
   S->rates = r;
   S->rates[S->nsampled] = rate_us;
+  S->alloc_point = pm_sampled_alloc;
   if (S->nsampled > 0) {
     S->nsampled++;
     retime(S);

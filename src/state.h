@@ -40,6 +40,10 @@ struct pm_State {
 
   /* watch.c: the wrapped allocator (e.falloc is the one it wraps) */
   size_t string_offset; /* lua_tostring - lua_topointer for strings */
+  /* what the allocator calls when the bytes allocated pass a point of the
+  ** memory probe's (pm_sampled_alloc, set as a sampled monitor opens:
+  ** watch.c never names sampled.c) */
+  void (*alloc_point)(pm_State *S, size_t size, int block);
 
   /* fleet.c: this state's entry on the process's board, or 0 */
   uint64_t fleet_id;

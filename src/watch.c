@@ -6,7 +6,6 @@
 #include <lauxlib.h>
 
 #include "hook.h"
-#include "sampled.h"
 #include "wrapper.h"
 
 static void forget (pm_State *S, const void *key, uintptr_t v) {
@@ -43,7 +42,7 @@ static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
     S->e.allocs.bytes += grown;
     S->e.allocs.count += ptr == NULL;
     if (PM_UNLIKELY(S->e.allocs.bytes > S->e.alloc_next))
-      pm_sampled_alloc(S, grown, ptr == NULL);
+      S->alloc_point(S, grown, ptr == NULL);
   }
   return block;
 }
