@@ -399,6 +399,17 @@ describe("co", function()
   it("fails", function() assert.are.equal(1, 2) end)
 end)
 ]])
+  -- a test that takes perfmon's hook from its thread, through the
+  -- library's debug.sethook kept before the run's monitor opened
+  assert(os.execute(("mkdir -p %s/hook"):format(sh_quote(dir))))
+  write(dir .. "/hook/raw.lua", "RAW_SETHOOK = debug.sethook\n")
+  write(dir .. "/hook/hook_spec.lua", [[
+describe("hook", function()
+  it("runs before", function() end)
+  it("takes the hook", function() RAW_SETHOOK(function() end, "l") end)
+  it("runs after", function() end)
+end)
+]])
   write(dir .. "/spec/leftover_spec.lua", [[
 local perfmon = require("perfmon")
 local burn = require("burn")
@@ -475,6 +486,21 @@ describe("perfmon.busted against tests that leave perfmon's state behind", funct
     assert.are.equal("success", after.status)
     near(truth.after, after.cpu_us, "the test after the leftovers")
     near(truth.after, group(after, "lua/burn/"), "lua/burn/ in it")
+  end)
+end)
+
+describe("perfmon.busted when a test takes perfmon's hook", function()
+  it("notes the test and says so in the report", function()
+    local dir = leftover_fixture()
+    local code, out, err, report = run(dir, { "--json=report.json" }, "--helper=hook/raw.lua", "hook")
+    os.execute("rm -rf " .. sh_quote(dir))
+    assert.are.equal(0, code, err)
+    assert.is_true(report.hook_lost)
+    assert.is_nil(find(report.tests, "hook runs before").note)
+    assert.are.equal("perfmon's hook was taken from a thread during the test",
+      find(report.tests, "hook takes the hook").note)
+    assert.matches("perfmon: perfmon's hook was taken from a thread during the test 'hook takes the hook':",
+      out, 1, true)
   end)
 end)
 

@@ -164,33 +164,41 @@ static int build_stats (lua_State *L) {
   return 1;
 }
 
-/* ... list k -> ... list k+3: appends id, cpu_us, self_us */
-static void push_times (lua_State *L, int *k, int id, const pm_Stats *st) {
+/* list k -> list k+3: sets id, cpu_us, self_us at k+1.. */
+static void put_times (lua_State *L, int *k, int id, const pm_Stats *st) {
   lua_pushinteger(L, id);
-  lua_rawseti(L, -2, ++*k);
+  lua_rawseti(L, 1, ++*k);
   lua_pushinteger(L, (lua_Integer)st->cpu.cpu_us); /* whole µs, as stats */
-  lua_rawseti(L, -2, ++*k);
+  lua_rawseti(L, 1, ++*k);
   lua_pushinteger(L, (lua_Integer)st->self.cpu_us);
-  lua_rawseti(L, -2, ++*k);
+  lua_rawseti(L, 1, ++*k);
 }
 
-/* core.times() -> { 0, cpu_us, self_us, id, cpu_us, self_us, ... }: the
-** process's and each live group's CPU and self µs, as core.stats gives
-** them, in one flat list.  For a program that reads the totals between
-** every two short pieces of work (perfmon.busted, at every test): one
-** table, where core.stats makes four a group, and the garbage of which
-** would be collected in the work measured next. */
-static int build_times (lua_State *L) {
-  pm_State *S = lua_touserdata(L, 1);
+/* core.times(list) -> n, lost: writes into list[1..n] the process's and
+** each live group's CPU and self µs, as core.stats gives them (0, cpu_us,
+** self_us, then id, cpu_us, self_us for each group), and whether
+** perfmon's hook is known lost.  For a program that reads the totals
+** between every two short pieces of work (perfmon.busted, at every test):
+** the caller's table is reused, and the read is one commit (one read of
+** the thread's CPU clock), where a snapshot also sweeps the groups, walks
+** every thread for a lost hook and leaves its own work out of the
+** measures (four more clock reads).  The cost of the list, a few
+** integers a group, is the caller's time, as its other work is. */
+static int l_times (lua_State *L) {
+  pm_State *S = pm_lstate(L);
   int i, k = 0;
-  lua_createtable(L, 3 * (S->e.ngroups - S->e.ndead + 1), 0);
-  push_times(L, &k, 0, &S->e.process);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  pm_hook_settle(L, S); /* checks the hook of this thread and the main one */
+  pm_sw_snapshot(&S->e);
+  put_times(L, &k, 0, &S->e.process);
   for (i = 0; i < S->e.ngroups; i++) {
     pm_Group *g = S->e.groups[i];
     if (!g->dead)
-      push_times(L, &k, g->id, &g->total);
+      put_times(L, &k, g->id, &g->total);
   }
-  return 1;
+  lua_pushinteger(L, k);
+  lua_pushboolean(L, S->hook_lost);
+  return 2;
 }
 
 /* core.window() -> the sample window's figures (stopwatch.h), or nil
@@ -254,10 +262,6 @@ static int snapshot_with (lua_State *L, lua_CFunction build) {
 
 static int l_stats (lua_State *L) {
   return snapshot_with(L, build_stats);
-}
-
-static int l_times (lua_State *L) {
-  return snapshot_with(L, build_times);
 }
 
 static int l_window (lua_State *L) {

@@ -16,86 +16,41 @@
 -- `assert.cpu_under(ms, fn)` and `assert.no_jank(fn)` with luassert
 -- (busted/assertions.lua).
 --
--- The run is cut into stretches, each charged to a test or a spec file
--- (busted/ledger.lua; the groups: busted/groups.lua; what a test leaves
--- open: busted/leftovers.lua).  A test's stretch
--- runs from its start to its end (its function and a `finally`);
--- before_each and after_each are the file's.  With a budget, it ends
--- with the test's function, so that going over the budget fails the test
--- itself, and the `finally` is the file's.  What a test leaves open (an
--- event, a nested loop, a monitor) is closed with it and noted.
+-- This file is the handler: busted's events, and what each does.  Its
+-- rooms: busted/options.lua (the options), busted/ledger.lua (the
+-- bookkeeping: which test or file each stretch of CPU time goes to),
+-- busted/groups.lua (the groups), busted/leftovers.lua (what a test leaves
+-- open), busted/budget.lua (--budget-ms), busted/report.lua (the report).
+-- The run is cut into stretches, each charged to a test or a spec file.
+-- A test's stretch runs from its start to its end (its function and a
+-- `finally`); before_each and after_each are the file's.  With a budget,
+-- it ends with the test's function, so that going over the budget fails
+-- the test itself, and the `finally` is the file's.  What a test leaves
+-- open (an event, a nested loop, a monitor) is closed with it and noted.
 
+local perfmon = require("perfmon")
 local assertions = require("perfmon.busted.assertions")
+local budget = require("perfmon.busted.budget")
 local groups = require("perfmon.busted.groups")
 local ledger = require("perfmon.busted.ledger")
 local leftovers = require("perfmon.busted.leftovers")
+local options = require("perfmon.busted.options")
 local report = require("perfmon.busted.report")
 
 local M = {}
 
 M.modules = groups.set
 M.measure = assertions.measure
+M.parse_options = options.parse
 assertions.register()
 
-----------------------------------------------------------------------------
--- Options
-----------------------------------------------------------------------------
-
-local USAGE = "--wrap=HANDLER, --top=N, --json=PATH, --budget-ms=MS, --modules=A:B"
-
-local function bad(option, msg)
-  error(("perfmon.busted: bad option '%s' (%s)"):format(option, msg), 3)
-end
-
---- Reads the -Xoutput options (a list of strings); returns the options
--- and the list of those for the wrapped handler.
-function M.parse_options(list)
-  local opts, rest = { top = 10 }, {}
-  for _, a in ipairs(list or {}) do
-    local key, value = a:match("^%-%-([%w-]+)=(.*)$")
-    if not key and a:sub(1, 2) == "--" then
-      bad(a, "expected --name=value; options: " .. USAGE)
-    elseif not key then
-      rest[#rest + 1] = a
-    elseif key == "wrap" then
-      if value == "" then bad(a, "a handler name expected") end
-      opts.wrap = value
-    elseif key == "top" then
-      local n = math.tointeger(tonumber(value))
-      if not n or n < 0 then bad(a, "a whole number >= 0 expected") end
-      opts.top = n
-    elseif key == "json" then
-      if value == "" then bad(a, "a file path expected") end
-      opts.json = value
-    elseif key == "budget-ms" then
-      local n = tonumber(value)
-      if not n or n <= 0 or n ~= n or n == math.huge then
-        bad(a, "a positive number of ms expected")
-      end
-      opts.budget_us = n * 1000
-    elseif key == "modules" then
-      local mods = {}
-      for p in value:gmatch("[^:]+") do mods[#mods + 1] = p end
-      if #mods == 0 then bad(a, "a list of path prefixes separated by ':' expected") end
-      opts.modules = mods
-    else
-      bad(a, "unknown option; options: " .. USAGE)
-    end
-  end
-  return opts, rest
-end
-
-----------------------------------------------------------------------------
--- The output handler
-----------------------------------------------------------------------------
-
-local function load_handler(name, options)
+local function load_handler(name, opts)
   local ok, h = pcall(require, "busted.outputHandlers." .. name)
   if not ok then
     if name:match("%.lua$") then ok, h = pcall(dofile, name) else ok, h = pcall(require, name) end
   end
   if not ok then error(("perfmon.busted: cannot load the handler to wrap '%s': %s"):format(name, h), 0) end
-  return h(options)
+  return h(opts)
 end
 
 local function full_name(busted, element)
@@ -108,164 +63,136 @@ local function full_name(busted, element)
   return table.concat(names, " ")
 end
 
-local function file_of(busted, element)
-  local parent = busted.parent(element)
-  while parent and parent.descriptor ~= "file" do parent = busted.parent(parent) end
-  return parent and parent.name
+----------------------------------------------------------------------------
+-- The handler: one run, its records and the current file
+----------------------------------------------------------------------------
+
+local Handler = {}
+Handler.__index = Handler
+
+function Handler:suite_start()
+  self.run.module_groups = groups.modules(self.opts.modules)
+  self.ledger = ledger.open()
 end
 
--- The spec's own position of a test, for a failure the handler raises.
-local function where(element)
-  local t = element.trace
-  return t and t.short_src and ("%s:%d: "):format(t.short_src, t.currentline) or ""
+function Handler:file_start(element)
+  self.file_group = groups.spec(element.name)
+  self.file = ledger.record{ name = element.name, monitors = leftovers.count().monitors }
+  local files = self.run.files
+  files[#files + 1] = self.file
+  self.ledger:switch(self.file)
+end
+
+-- the file's group dies with it: the totals list the groups alive
+function Handler:file_end()
+  self.ledger:switch(nil)
+  self.file.note = leftovers.file_monitors(self.file.monitors)
+  groups.drop_spec(self.file_group)
+  self.file, self.file_group = nil, nil
+end
+
+function Handler:test_start(element)
+  local rec = ledger.record{ name = full_name(self.busted, element), file = self.file.name,
+    status = "running", file_rec = self.file, leftovers = leftovers.count() }
+  local tests = self.run.tests
+  tests[#tests + 1] = rec
+  self.by_element[element] = rec
+  if self.budget and element.descriptor == "it" then budget.wrap(self.budget, element, rec) end
+  self.ledger:switch(rec)
 end
 
 -- Ends a test's stretch (once): charges it, closes and notes what it
 -- left open, and returns the message of its budget failure, if over.
-local function finish(run, rec, opts)
+function Handler:finish(rec)
   if rec.finished then return end
   rec.finished = true
   local notes = leftovers.end_open(rec.leftovers)
-  run.ledger:switch(rec.file_rec)
+  if self.ledger:switch(rec.file_rec) and not self.run.hook_lost then
+    self.run.hook_lost = rec.name
+    notes[#notes + 1] = "perfmon's hook was taken from a thread during the test"
+  end
   rec.note = leftovers.sweep_monitors(rec.leftovers, notes)
   rec.jank = rec.cpu_us >= report.JANK_US
   rec.top = report.top_group(rec.groups)
-  if opts.budget_us and rec.cpu_us > opts.budget_us then
+  local limit = self.opts.budget_us
+  if limit and rec.cpu_us > limit then
     rec.over_budget = true
     return ("perfmon.busted: %s ms of CPU, over the budget of %s ms; %s")
-      :format(report.ms(rec.cpu_us), report.ms(opts.budget_us), report.describe_top(rec.groups))
+      :format(report.ms(rec.cpu_us), report.ms(limit), report.describe_top(rec.groups))
   end
 end
 
--- A traceback line of the budget's runner (below), cut from tracebacks.
-local RUNNER_LINE = "\n[^\n]*" .. debug.getinfo(1, "S").short_src:gsub("%p", "%%%0") .. ":%d+: in [^\n]*"
+-- a test ends its stretch here, unless its budget's runner ended it
+function Handler:test_end(element, _, status)
+  local rec = self.by_element[element]
+  if not rec then return end
+  self.by_element[element] = nil
+  self:finish(rec)
+  rec.status = status
+  if rec.test then budget.unwrap(element, rec) end
+end
 
-local function new_handler(options)
+function Handler:failed(element, _, message, trace)
+  local rec = self.by_element[element]
+  if rec and rec.test then budget.trim(self.budget, element, message, trace) end
+end
+
+function Handler:suite_end()
+  local run = self.run
+  local spent
+  run.cpu_us, spent = self.ledger:total()
+  for _, g in ipairs(run.module_groups) do
+    local st = spent[g.id] or { cpu_us = 0, self_us = 0 }
+    run.modules[#run.modules + 1] = { name = g.name, cpu_us = st.cpu_us, self_us = st.self_us }
+  end
+  -- the reads of the run check the hook of the threads they run on; the
+  -- others' are checked here, once
+  if not run.hook_lost and perfmon.info().hook_lost then run.hook_lost = true end
+  report.write(run, self.opts)
+end
+
+----------------------------------------------------------------------------
+-- busted's events
+----------------------------------------------------------------------------
+
+-- The handler's methods as busted's subscribers: each returns busted's
+-- "go on".
+local function on(handler, method)
+  local f = Handler[method]
+  return function(...)
+    f(handler, ...)
+    return nil, true
+  end
+end
+
+local function new_handler(busted_options)
   local busted = require("busted")
-  local ok, opts, rest = pcall(M.parse_options, options.arguments)
+  local ok, opts, rest = pcall(options.parse, busted_options.arguments)
   if not ok then
     io.stderr:write(opts, "\n")
     os.exit(1)
   end
-  local inner_options = setmetatable({ arguments = rest }, { __index = options })
-  local inner = load_handler(opts.wrap or options.defaultOutput or "utfTerminal", inner_options)
+  local inner_options = setmetatable({ arguments = rest }, { __index = busted_options })
+  local inner = load_handler(opts.wrap or busted_options.defaultOutput or "utfTerminal", inner_options)
+  local h = setmetatable({ busted = busted, opts = opts, by_element = {},
+    run = { tests = {}, files = {}, modules = {} } }, Handler)
+  if opts.budget_us then h.budget = budget.new(function(rec) return h:finish(rec) end) end
 
-  local run = { tests = {}, files = {}, modules = {} }
-  local by_element = {}  -- the record of each test under way
-  local failures = {}    -- the budget failures raised: message -> test
-  local file_rec
-
-  local function suite_start()
-    run.module_groups = groups.modules(opts.modules)
-    run.ledger = ledger.open()
-    return nil, true
-  end
-
-  local file_group
-  local function file_start(element)
-    file_group = groups.spec(element.name)
-    file_rec = ledger.record{ name = element.name, monitors = leftovers.count().monitors }
-    run.files[#run.files + 1] = file_rec
-    run.ledger:switch(file_rec)
-    return nil, true
-  end
-
-  -- the file's group dies with it: a read of the totals costs in
-  -- proportion to the groups alive, and every boundary takes one
-  local function file_end()
-    run.ledger:switch(nil)
-    file_rec.note = leftovers.file_monitors(file_rec.monitors)
-    groups.drop_spec(file_group)
-    file_rec, file_group = nil, nil
-    return nil, true
-  end
-
-  -- With a budget, the test's function and then the budget's check: the
-  -- test fails itself when over.  The function is called through an
-  -- expression, so that Lua names its frame as busted's call would
-  -- (`in function <spec/x_spec.lua:12>`); the runner's own frame is cut
-  -- from the tracebacks (trim, below).
-  local function runner(element, rec)
-    local test = rec.test
-    return function()
-      (rec.test or test)()
-      local over = finish(run, rec, opts)
-      if over then
-        local msg = where(element) .. over
-        failures[msg] = rec
-        busted.fail(msg, 0)
-      end
-    end
-  end
-
-  local function test_start(element)
-    local rec = ledger.record{ name = full_name(busted, element), file = file_of(busted, element),
-      status = "running", file_rec = file_rec }
-    rec.leftovers = leftovers.count()
-    run.tests[#run.tests + 1] = rec
-    by_element[element] = rec
-    if opts.budget_us and element.descriptor == "it" then
-      rec.test = element.run
-      element.run = runner(element, rec)
-    end
-    run.ledger:switch(rec)
-    return nil, true
-  end
-
-  -- a test ends its stretch here, unless its budget's runner ended it
-  local function test_end(element, _, status)
-    local rec = by_element[element]
-    if rec then
-      by_element[element] = nil
-      finish(run, rec, opts)
-      rec.status = status
-      if rec.test then element.run = rec.test end
-    end
-    return nil, true
-  end
-
-  -- A test's failure or error under a budget: the runner's frame is cut
-  -- from its traceback, and a budget failure, the test's as a whole,
-  -- points at the test's line with no traceback.
-  local function trim(element, _, message, trace)
-    if by_element[element] and by_element[element].test and type(trace) == "table"
-        and type(trace.traceback) == "string" then
-      if failures[message] then
-        trace.short_src, trace.currentline = element.trace.short_src, element.trace.currentline
-        trace.traceback = ""
-      else
-        trace.traceback = trace.traceback:gsub(RUNNER_LINE, "")
-      end
-    end
-    return nil, true
-  end
-
-  local function suite_end()
-    local spent
-    run.cpu_us, spent = run.ledger:total()
-    for _, g in ipairs(run.module_groups) do
-      local st = spent[g.id] or { cpu_us = 0, self_us = 0 }
-      run.modules[#run.modules + 1] = { name = g.name, cpu_us = st.cpu_us, self_us = st.self_us }
-    end
-    report.write(run, opts)
-    return nil, true
-  end
-
-  local handler = {}
-  function handler.subscribe(_)
+  local subscriber = {}
+  function subscriber.subscribe(_)
     inner:subscribe(inner_options)
-    busted.subscribe({ "suite", "start" }, suite_start, { priority = 1 })
-    busted.subscribe({ "file", "start" }, file_start)
-    busted.subscribe({ "file", "end" }, file_end, { priority = 1 })
+    busted.subscribe({ "suite", "start" }, on(h, "suite_start"), { priority = 1 })
+    busted.subscribe({ "file", "start" }, on(h, "file_start"))
+    busted.subscribe({ "file", "end" }, on(h, "file_end"), { priority = 1 })
     -- a test's stretch begins after every other handler's start, and
     -- ends before their end: their work is the file's
-    busted.subscribe({ "test", "start" }, test_start)
-    busted.subscribe({ "test", "end" }, test_end, { priority = 1 })
-    busted.subscribe({ "failure", "it" }, trim, { priority = 1 })
-    busted.subscribe({ "error", "it" }, trim, { priority = 1 })
-    busted.subscribe({ "suite", "end" }, suite_end)
+    busted.subscribe({ "test", "start" }, on(h, "test_start"))
+    busted.subscribe({ "test", "end" }, on(h, "test_end"), { priority = 1 })
+    busted.subscribe({ "failure", "it" }, on(h, "failed"), { priority = 1 })
+    busted.subscribe({ "error", "it" }, on(h, "failed"), { priority = 1 })
+    busted.subscribe({ "suite", "end" }, on(h, "suite_end"))
   end
-  return handler
+  return subscriber
 end
 
-return setmetatable(M, { __call = function(_, options) return new_handler(options) end })
+return setmetatable(M, { __call = function(_, busted_options) return new_handler(busted_options) end })

@@ -3,8 +3,8 @@
 --
 -- One exact monitor spans the run.  The run is cut into stretches at its
 -- boundaries (a test's start, the end of its function, a file's start and
--- end) by one read of the totals each (core.times: a snapshot's CPU and
--- self µs alone), taken outside every event (the handler opens none), so
+-- end) by one read of the totals each (core.times: the CPU and self µs
+-- alone, one commit, into a reused table), taken outside every event (the handler opens none), so
 -- that it includes everything up to that instant; the stretch since the
 -- last boundary goes to the record that was current.  A test's
 -- CPU time is the process's `cpu_us` over its stretch: the thread's CPU
@@ -44,15 +44,14 @@ function M.delta(cpu, self, bound)
   return cpu, at_most(self, cpu)
 end
 
--- The totals at a boundary: core.times' flat list (id, cpu_us, self_us
--- for the process, id 0, then each live group), and each id's position in
--- it.  One table and its index, where a snapshot makes four tables a
--- group: their garbage would be collected in the next test.
-local function read()
-  local list = core.times()
-  local at = {}
-  for i = 1, #list, 3 do at[list[i]] = i end
-  return { list = list, at = at }
+-- The totals at a boundary, read into buf (core.times: a flat list of
+-- id, cpu_us, self_us for the process, id 0, then each live group; buf.n
+-- its length); returns whether perfmon's hook is known lost.  Two buffers
+-- serve every boundary in turn: a read allocates nothing.
+local function read(buf)
+  local n, lost = core.times(buf)
+  buf.n = n
+  return lost
 end
 
 -- The name and kind of group id, learnt from a snapshot the first time
@@ -70,58 +69,65 @@ function Ledger:describe(id)
   return g
 end
 
---- Calls fn(id, cpu_us, self_us) for each group that spent
--- anything between the totals old and new, then returns the process's
--- µs over the stretch.
-local function each(new, old, fn)
-  local l, ol, oat = new.list, old.list, old.at
-  local process = l[2] - ol[2]
-  for i = 4, #l, 3 do
-    local o = oat[l[i]]
-    local cpu, own = M.delta(l[i + 1] - (o and ol[o + 1] or 0),
-      l[i + 2] - (o and ol[o + 2] or 0), process)
-    if cpu > 0 then fn(l[i], cpu, own) end
+-- The position of group id's totals in old, or nil: where it was in new
+-- (groups are listed in the order they were made), else searched.
+local function position(old, id, i)
+  if old[i] == id and i <= old.n then return i end
+  for j = 4, old.n, 3 do
+    if old[j] == id then return j end
   end
-  return process
 end
 
--- Adds the stretch from totals old to new to rec.
+-- Adds the stretch from totals old to new to rec: the process's µs to
+-- rec.cpu_us, and each group's that spent anything to rec.groups.
 function Ledger:charge(rec, new, old)
+  local process = new[2] - old[2]
+  rec.cpu_us = rec.cpu_us + process
   local groups = rec.groups
-  rec.cpu_us = rec.cpu_us + each(new, old, function(id, cpu, self_us)
-    local g = groups[id]
-    if not g then
-      local d = self:describe(id)
-      g = { name = d.name, kind = d.kind, cpu_us = 0, self_us = 0 }
-      groups[id] = g
+  for i = 4, new.n, 3 do
+    local id = new[i]
+    local o = position(old, id, i)
+    local cpu, own = M.delta(new[i + 1] - (o and old[o + 1] or 0),
+      new[i + 2] - (o and old[o + 2] or 0), process)
+    if cpu > 0 then
+      local g = groups[id]
+      if not g then
+        local d = self:describe(id)
+        g = { name = d.name, kind = d.kind, cpu_us = 0, self_us = 0 }
+        groups[id] = g
+      end
+      g.cpu_us, g.self_us = g.cpu_us + cpu, g.self_us + own
     end
-    g.cpu_us, g.self_us = g.cpu_us + cpu, g.self_us + self_us
-  end)
+  end
 end
 
 --- Opens the run's monitor; the run's stretches begin now.
 function M.open()
   local mon = perfmon.monitor{ "jank" }
-  local first = read()
-  return setmetatable({ mon = mon, first = first, last = first, names = {} }, Ledger)
+  local first = {}
+  read(first)
+  local last = table.move(first, 1, first.n, 1, { n = first.n })
+  return setmetatable({ mon = mon, first = first, last = last, spare = {}, names = {} }, Ledger)
 end
 
 --- A boundary: the stretch since the last one goes to the current record
 -- (none: to no record), and rec (or none) is current from now on.
+-- Returns whether perfmon's hook is known lost by now.
 function Ledger:switch(rec)
-  local now = read()
-  if self.current then self:charge(self.current, now, self.last) end
-  self.last, self.current = now, rec
+  local now, last = self.spare, self.last
+  local lost = read(now)
+  if self.current then self:charge(self.current, now, last) end
+  self.last, self.spare, self.current = now, last, rec
+  return lost
 end
 
 --- The run so far: its CPU µs, and { [id] = {cpu_us, self_us} } of the
 -- groups that spent anything.
 function Ledger:total()
-  local spent = {}
-  local process = each(read(), self.first, function(id, cpu, self_us)
-    spent[id] = { cpu_us = cpu, self_us = self_us }
-  end)
-  return process, spent
+  local run = M.record{}
+  self:switch(self.current)
+  self:charge(run, self.last, self.first)
+  return run.cpu_us, run.groups
 end
 
 return M

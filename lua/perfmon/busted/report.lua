@@ -59,8 +59,9 @@ local LEGEND = {
   },
 }
 
---- The report as text lines.  run: { tests, files, modules = {group},
--- totals = a snapshot difference over the run }; opts: parse_options'.
+--- The report as text lines.  run: { tests, files, modules, hook_lost =
+-- the test at whose end the hook was found taken, or true (at the run's
+-- end), or nil }; opts: busted/options.lua's.
 function M.lines(run, opts)
   local tests = {}
   for i, t in ipairs(run.tests) do tests[i] = t end
@@ -88,6 +89,11 @@ function M.lines(run, opts)
   say("perfmon: tests that janked (>= %s ms of CPU in one test): %s", ms(M.JANK_US),
     #janked == 0 and "none" or "")
   for _, t in ipairs(janked) do say("%9s  %s", ms(t.cpu_us), t.name) end
+  if run.hook_lost then
+    say("perfmon: perfmon's hook was taken from a thread%s: what that thread ran since is"
+      .. " in the CPU time of the tests and files but in no group's",
+      type(run.hook_lost) == "string" and (" during the test '%s'"):format(run.hook_lost) or "")
+  end
   if opts.budget_us then
     local n = 0
     for _, t in ipairs(tests) do if t.over_budget then n = n + 1 end end
@@ -116,7 +122,8 @@ function M.write(run, opts)
   end
   local f = assert(io.open(opts.json, "w"))
   f:write(text.json{ tests = jt, files = jf, modules = jm,
-    budget_us = opts.budget_us, jank_us = M.JANK_US, cpu_us = run.cpu_us }, "\n")
+    budget_us = opts.budget_us, jank_us = M.JANK_US, cpu_us = run.cpu_us,
+    hook_lost = run.hook_lost ~= nil }, "\n")
   f:close()
 end
 
