@@ -16,7 +16,7 @@ for _, name in ipairs{ "fib", "editor", "coroutines", "tables", "groups1000" } d
   local inst = w.setup(math.max(1, math.floor(w.units / 4)))
   local function run(mode)
     collectgarbage("collect")
-    local mon <close> = perfmon.monitor(PROBES[mode])
+    local _ <close> = perfmon.monitor(PROBES[mode])
     local t0 = os.clock()
     inst.run(perfmon.event)
     return os.clock() - t0

@@ -331,7 +331,7 @@ describe("a sampled monitor", function()
   it("lets exact monitors come and go while it stays open", function()
     truth.alone(pending)
     local g, work = plugin("cycle", "return function(ms) local us = burn(ms) return us end")
-    local sampled <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled" }
     for round = 1, 3 do
       local exact = perfmon.monitor { "jank" }
       local before, used = exact:snapshot(), 0
@@ -461,7 +461,7 @@ describe("a sampled monitor", function()
   it("samples at the shortest rate_us of the monitors open", function()
     truth.alone(pending)
     local _, a = plugin("a", "return function(ms) local us = burn(ms) return us end")
-    local function rate(mon)
+    local function rate(_mon) -- _mon: the monitor whose rate applies (the fastest open)
       local s0, used = core.info().samples, 0
       for _ = 1, 20 do perfmon.event(function() used = used + a(10) end) end
       return (core.info().samples - s0) / (used / 1000)
@@ -515,7 +515,7 @@ describe("a sampled monitor", function()
     assert(samples >= 5 and samples <= 100, out)
     -- the same child given its perf event, where this process has it: a
     -- sample every 4 ms
-    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled" }
     if core.info().sampled_timer == "cpu" then
       timer, samples, out = child_sampling(false)
       assert.equals("cpu", timer, out)

@@ -35,9 +35,10 @@ local function listen(target, fn)
 end
 
 local DEFAULTS = watcher.configure()
+local monitors_before -- perfmon.busted's, in a run through it
 
 before_each(function()
-  monitors_before = core.info().monitors -- perfmon.busted's, in a run through it
+  monitors_before = core.info().monitors
   registered = {}
   watcher.configure { buffering_delay_ms = 0, jank_threshold_us = DEFAULTS.jank_threshold_us,
     blocking_threshold_us = DEFAULTS.blocking_threshold_us, on_error = DEFAULTS.on_error,
@@ -230,7 +231,7 @@ describe("watcher alerts", function()
 
   it("detects nothing while nobody listens", function()
     local g, spin = plugin("unheard")
-    local m <close> = perfmon.monitor { "jank" }
+    local _ <close> = perfmon.monitor { "jank" }
     perfmon.event(function() spin(70) end)
     local fn = listen(g, function() error("an alert from before it listened") end)
     perfmon.event(function() end)
@@ -254,7 +255,7 @@ describe("watcher alerts", function()
 
   it("goes sampled when switched to mode auto beside sampled monitors only, its own exact one aside", function()
     truth.alone(pending)
-    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled" }
     watcher.configure { mode = "exact" }
     local fn = function() end
     watcher.add_listener("*", fn)
@@ -622,7 +623,7 @@ describe("plugin watcher", function()
   it("closes with <close>, releasing the watcher", function()
     truth.alone(pending)
     do
-      local pw <close> = PluginWatcher.new { on_warning = print }
+      local _ <close> = PluginWatcher.new { on_warning = print }
       assert.is_true(core.info().monitors >= 2)
     end
     assert.equal(0, core.info().monitors)
