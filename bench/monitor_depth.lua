@@ -30,7 +30,7 @@ end
 local function open_deep(depth)
   return at_depth(depth, function()
     local t0 = os.clock()
-    local mon <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     local function first_event() end
     first_event()
     return os.clock() - t0
@@ -44,7 +44,7 @@ local function resume_deep(depth)
     return at_depth(depth, function() coroutine.yield() return 0 end)
   end)
   assert(coroutine.resume(co))
-  local mon <close> = perfmon.monitor{ "ticks" }
+  local _ <close> = perfmon.monitor{ "ticks" }
   local t0 = os.clock()
   assert(coroutine.resume(co))
   return os.clock() - t0

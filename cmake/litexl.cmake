@@ -51,15 +51,3 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/perfmon
   DESTINATION ${PERFMON_LITE_XL_PLUGIN}/lua
   COMPONENT lite-xl EXCLUDE_FROM_ALL
   PATTERN "busted*" EXCLUDE) # the test runner's output handler
-
-# The shim's test: every function api.h lists resolved by name, each one
-# missing an error naming it, the core then working (tests/xl_test.c).
-add_executable(xl-test ${CMAKE_SOURCE_DIR}/tests/xl_test.c)
-target_include_directories(xl-test PRIVATE ${CMAKE_SOURCE_DIR}/src)
-target_compile_options(xl-test PRIVATE -Wall -Wextra)
-target_compile_definitions(xl-test PRIVATE _POSIX_C_SOURCE=200809L)
-target_link_libraries(xl-test PRIVATE PkgConfig::perfmon_lua ${CMAKE_DL_LIBS})
-add_dependencies(xl-test perfmon_lite_xl)
-add_test(NAME lite-xl.native
-  COMMAND xl-test $<TARGET_FILE:perfmon_lite_xl> ${CMAKE_SOURCE_DIR}/lua)
-set_tests_properties(lite-xl.native PROPERTIES LABELS lite-xl TIMEOUT 60)

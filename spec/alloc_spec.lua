@@ -32,7 +32,7 @@ describe("the hook in steady state", function()
   end)
 
   it("does allocate for new functions, so the count is live", function()
-    local mon <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     local before = allocount.count()
     for i = 1, 200 do
       plugin("alloc_new" .. i, "return function() return 1 end")()

@@ -926,7 +926,7 @@ describe("perfmon API", function()
     end)
 
     it("nested_loop returns fn's results and re-raises its error, leaving the loop", function()
-      local m <close> = perfmon.monitor{ "ticks" }
+      local _ <close> = perfmon.monitor{ "ticks" }
       local r = table.pack(perfmon.nested_loop(function(a) return a, nil, a * 2 end, 21))
       assert.equals(3, r.n)
       assert.equals(21, r[1])
@@ -956,7 +956,7 @@ describe("perfmon API", function()
       local ok, err = pcall(perfmon.blocking, function() error(obj) end)
       assert.is_false(ok)
       assert.equals(obj, err)
-      ok, err = pcall(p.block, nil) -- spin(nil) raises inside the blocking call
+      ok = pcall(p.block, nil) -- spin(nil) raises inside the blocking call
       assert.is_false(ok)
 
       local s0 = m:snapshot()
@@ -1144,7 +1144,7 @@ describe("perfmon API", function()
       assert.is_nil(raw_gethook())             -- no failed monitor left a hook
       local gp, p = new_plugin("after-bad-input")
       do
-        local m <close> = perfmon.monitor{ "jank", "ticks" }
+        local _ <close> = perfmon.monitor{ "jank", "ticks" }
         raise_all()
         perfmon.event_begin()
         raise_all()

@@ -94,7 +94,10 @@ describe("the editor demo", function()
     local b = row(check.BLOCKING)
     assert.are.equal(report.saves, b.truth.backups)
     assert.is_true(b.blocking_us >= b.truth.backups * editor.BACKUP_LATENCY_MS * 1000)
-    assert.is_true(b.blocking_us < b.truth.backups * editor.BACKUP_LATENCY_MS * 1000 * 3)
+    -- at most the wall time the host measured around the blocking calls
+    -- (the sleeps are a fork and an exec each: slow under ASan and load)
+    assert.is_true(b.blocking_us <= b.truth.backup_us,
+      ("%.0f µs blocking, %.0f µs around the backups"):format(b.blocking_us, b.truth.backup_us))
     -- the thread slept: no CPU worth speaking of
     assert.is_true(b.cpu_us < 20000, ("%d µs"):format(b.cpu_us))
     for _, r in ipairs(report.rows) do

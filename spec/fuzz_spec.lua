@@ -85,7 +85,7 @@ describe("found by fuzzing", function()
   it("coroutine.close on a coroutine suspended inside a bracket ends it", function()
     -- perfmon.event ran fn under pcall, so closing the coroutine skipped
     -- the end: every later event then failed with "already open"
-    local m <close> = perfmon.monitor{ "jank" }
+    local _ <close> = perfmon.monitor{ "jank" }
     for _, bracket in ipairs{ perfmon.event, perfmon.nested_loop, perfmon.blocking } do
       local co = coroutine.create(function() bracket(coroutine.yield) end)
       assert.is_true(coroutine.resume(co))
@@ -104,8 +104,10 @@ describe("found by fuzzing", function()
     assert.is_false(ok)
     assert.matches("bad argument #1 to 'monitor:close' %(monitor expected, got nil", err)
     ok, err = pcall(m.snapshot, "x")
+    assert.is_false(ok)
     assert.matches("bad argument #1 to 'monitor:snapshot' %(monitor expected, got string", err)
     ok, err = pcall(s.subtract, 1, s)
+    assert.is_false(ok)
     assert.matches("bad argument #1 to 'snapshot:subtract' %(snapshot expected, got number", err)
     m:close()
   end)

@@ -144,7 +144,7 @@ describe("perfmon groups that come and go", function()
   it("many dead groups are freed without a snapshot as new ones are made", function()
     local base = perfmon.info().groups
     local bytes0
-    for round = 1, 10 do
+    for _ = 1, 10 do
       for i = 1, 1000 do perfmon.group{ name = "g" .. i, kind = "plugin" } end
       full_gc()
       bytes0 = bytes0 or perfmon.info().bytes

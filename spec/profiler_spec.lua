@@ -219,7 +219,7 @@ describe("perfmon.profiler", function()
       p:start()
       local got = {}
       local function bar(n)
-        for i = 1, n do
+        for _ = 1, n do
           got[#got + 1] = p:frame() -- one backtrace: this line, called from the loop below
         end
         p:frame().other = true -- another line, another backtrace
@@ -549,7 +549,7 @@ describe("perfmon.profiler", function()
 
     it("are sampled with a monitor open on the same hook", function()
       local _, run = workload()
-      local mon <close> = perfmon.monitor{ "jank" }
+      local _ <close> = perfmon.monitor{ "jank" }
       p = Profiler.new()
       p:start(500)
       run()
@@ -749,7 +749,7 @@ describe("perfmon.profiler", function()
       local function listener(list) seen = seen + #list end
       local work, group = plugin("prof_janky", [[
         return function() local s = 0 for i = 1, 400000 do s = s + i % 3 end return s end]])
-      local mon <close> = perfmon.monitor{ "jank" }
+      local _ <close> = perfmon.monitor{ "jank" }
       watcher.add_listener("*", listener)
       p = Profiler.new()
       p:start()
@@ -800,9 +800,9 @@ describe("perfmon.profiler", function()
 
     -- Runs fn until a sample of p has it on its stack, for up to 2 s of
     -- CPU, and asserts that one does.
-    local function until_sampled_in(p, fn)
+    local function until_sampled_in(prof, fn)
       local function seen()
-        for _, x in ipairs(p:samples()) do
+        for _, x in ipairs(prof:samples()) do
           if on_stack(x, fn) then return true end
         end
         return false
@@ -1128,7 +1128,7 @@ describe("perfmon.profiler", function()
       truth.alone(pending)
       local watcher = require("perfmon.watcher")
       local add, resume, wrap = watcher.add_listener, coroutine.resume, coroutine.wrap
-      local mon <close> = perfmon.monitor{ "jank" }
+      local _ <close> = perfmon.monitor{ "jank" }
       assert.is_false(sigprof_handled())
       p = Profiler.new()
       watcher.add_listener = function() error("no room for a listener") end

@@ -258,10 +258,18 @@ describe("a sampled monitor", function()
     for _, st in pairs(d.groups) do
       if st.name == "janky" then sj = st elseif st.name == "quick" then sq = st end
     end
-    -- durations[7]: events of 64 ms or more; [6]: 32 ms or more
-    assert.is_true(sj.durations[7] >= 0.9 * #jank,
+    -- durations[7]: events of 64 ms or more; [6]: 32 ms or more.  The
+    -- tick timer's samples come at scheduler ticks, and on a loaded machine
+    -- one can carry the CPU time of ticks the thread was not running at: up
+    -- to 80 ms measured beside two busy loops at a load of 17 (an event of
+    -- janky's 66 ms charged nothing), two of twelve events misplaced at most
+    -- in 18 runs.  A third of them may be there; a quick event still never
+    -- reaches 32 ms more than once.
+    local tick = core.info().sampled_timer == "tick"
+    assert.is_true(sj.durations[7] >= (tick and 2 / 3 or 0.9) * #jank,
       ("janky: %d of %d events at 64 ms or more"):format(sj.durations[7], #jank))
-    assert.equals(0, sq.durations[6], "quick: events at 32 ms or more")
+    assert.is_true(sq.durations[6] <= (tick and 1 or 0),
+      ("quick: %d events at 32 ms or more"):format(sq.durations[6]))
   end)
 
   it("alerts the watcher about a janking plugin and not about a quick one", function()
@@ -292,9 +300,14 @@ describe("a sampled monitor", function()
       end)
       watcher.flush()
     end
+    -- On the tick timer a sample can carry another group's held-back CPU
+    -- time (see the bucket case above): two of the twenty quick events may
+    -- alert there, one of janky's ten may not.
+    local tick = core.info().sampled_timer == "tick"
     assert.is_true((alerts[gj.id] or 0) >= 0.9 * janks,
       ("janky alerted for %d of %d events"):format(alerts[gj.id] or 0, janks))
-    assert.is_nil(alerts[gq.id], "quick alerted")
+    assert.is_true((alerts[gq.id] or 0) <= (tick and 2 or 0),
+      ("quick alerted for %d of 20 events"):format(alerts[gq.id] or 0))
   end)
 
   it("keeps counting beside an exact monitor, which wins while it is open", function()
@@ -324,7 +337,7 @@ describe("a sampled monitor", function()
   it("lets exact monitors come and go while it stays open", function()
     truth.alone(pending)
     local g, work = plugin("cycle", "return function(ms) local us = burn(ms) return us end")
-    local sampled <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled" }
     for round = 1, 3 do
       local exact = perfmon.monitor { "jank" }
       local before, used = exact:snapshot(), 0
@@ -454,7 +467,7 @@ describe("a sampled monitor", function()
   it("samples at the shortest rate_us of the monitors open", function()
     truth.alone(pending)
     local _, a = plugin("a", "return function(ms) local us = burn(ms) return us end")
-    local function rate(mon)
+    local function rate(_mon) -- _mon: the monitor whose rate applies (the fastest open)
       local s0, used = core.info().samples, 0
       for _ = 1, 20 do perfmon.event(function() used = used + a(10) end) end
       return (core.info().samples - s0) / (used / 1000)
@@ -508,7 +521,7 @@ describe("a sampled monitor", function()
     assert(samples >= 5 and samples <= 100, out)
     -- the same child given its perf event, where this process has it: a
     -- sample every 4 ms
-    local mon <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled" }
     if core.info().sampled_timer == "cpu" then
       timer, samples, out = child_sampling(false)
       assert.equals("cpu", timer, out)

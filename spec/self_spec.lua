@@ -210,7 +210,7 @@ describe("the watcher on self time", function()
   end)
 
   it("alerts on inclusive time when asked, saying how much of it was the group's own", function()
-    local gs, slow, gd, dispatch = pair()
+    local gs, _, gd, dispatch = pair()
     watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0, time = "inclusive" }
     local got = alerts_of(dispatch)
     watcher.configure{ time = "self" }
@@ -227,7 +227,7 @@ describe("the watcher on self time", function()
     local Profiler = require("perfmon.profiler")
     local _, slow, _, dispatch = pair()
     watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0 }
-    local mon <close> = perfmon.monitor{ "jank" }
+    local _ <close> = perfmon.monitor{ "jank" }
     local p = Profiler.new()
     p:start(1000, nil, { timer = "tick" })
     for _ = 1, 3 do perfmon.event(function() dispatch.run(1, 40) end) end
@@ -245,13 +245,13 @@ describe("the watcher on self time", function()
   end)
 
   it("makes plugin_watcher warn about the slow plugin, not the dispatcher that calls it", function()
-    local gs, slow, gd, dispatch = pair()
+    local _, _, _, dispatch = pair()
     local function run(opts)
       local warned = {}
       opts.on_warning = function(w) warned[w.group.name] = true end
       opts.alerts, opts.kind = 2, "plugin"
       watcher.configure{ jank_threshold_us = 20000, buffering_delay_ms = 0 }
-      local pw <close> = plugin_watcher.new(opts)
+      local _ <close> = plugin_watcher.new(opts)
       for _ = 1, 4 do perfmon.event(function() dispatch.run(1, 40) end) end
       watcher.flush()
       return warned

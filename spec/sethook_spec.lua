@@ -111,7 +111,7 @@ describe("debug.sethook while perfmon monitors", function()
 
   it("keeps its hook at every depth of the C stack", function()
     alone(pending)
-    local m <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     local function nest(n, f) -- n more C levels (a pcall each), then f()
       if n == 0 then return f() end
       return pcall(nest, n - 1, f)
@@ -127,7 +127,7 @@ describe("debug.sethook while perfmon monitors", function()
   it("shares the hook with the profiler and a program's line hook", function()
     local Profiler = require("perfmon.profiler")
     local truth = count_events(work, "l").line
-    local m <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     local prof = Profiler.new()
     prof:start(100)
     local got = count_events(function()
@@ -187,7 +187,7 @@ describe("debug.sethook while perfmon monitors", function()
 
   it("keeps debug.sethook shared when a monitor closes where no call can be made", function()
     alone(pending)
-    local m <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     local shared = debug.sethook
     local depth = 0
     -- the handler fails, so Lua calls it again, deeper each time, until the
@@ -303,7 +303,7 @@ describe("debug.sethook while perfmon monitors", function()
     local co = coroutine.create(function() coroutine.yield() end)
     assert(coroutine.resume(co)) -- suspended, made before the monitor
     assert.is_false(core.owns_hook(co))
-    local m <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     -- where it cannot, the hook comes with the next resume
     assert.equals(perfmon.info().chunks_found == "heap", core.owns_hook(co))
     assert(coroutine.resume(co))
@@ -334,7 +334,7 @@ describe("debug.sethook while perfmon monitors", function()
     ok, err = pcall(core.hook_functions, { sethook = raw_sethook })
     assert.is_false(ok)
     assert.matches("bad argument #1 to '[%w.]*hook_functions' %(no function gethook in it%)", err)
-    local m <close> = perfmon.monitor{ "ticks" }
+    local _ <close> = perfmon.monitor{ "ticks" }
     ok, err = pcall(debug.sethook, foreign, {})
     assert.is_false(ok)
     assert.matches("bad argument #2 to '[%w.]*sethook' %(string expected, got table%)", err)

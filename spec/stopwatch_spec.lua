@@ -917,7 +917,7 @@ describe("perfmon stopwatch", function()
       end
       local co, abandoned
       do
-        local mon <close> = monitor{ "jank", "blocking" }
+        local _ <close> = monitor{ "jank", "blocking" }
         co, abandoned = suspended_inside(), suspended_inside()
       end -- the monitor closes with both suspended inside
       local ok, err = coroutine.resume(co) -- its blocking call ends: no misuse
@@ -957,7 +957,7 @@ describe("perfmon stopwatch", function()
     end)
 
     it("charges no group for a blocking call made by the host", function()
-      local A, a, B, b = blocking_plugins()
+      local A, _, B, b = blocking_plugins()
       local mon <close> = monitor{ "jank", "blocking" }
       local d = measure(mon, function()
         perfmon.event(function()
@@ -1204,7 +1204,7 @@ describe("perfmon stopwatch", function()
         perfmon.event(function()
           host_spin(20)
           do
-            local x <close> = a.closer(30)
+            local _ <close> = a.closer(30)
             host_spin(20)
           end
           host_spin(20)
@@ -1384,17 +1384,17 @@ describe("perfmon stopwatch", function()
       until os.clock() - c0 > 0.004
       n = n * 8
       local mon <close> = monitor()
-      local truth
+      local own
       local d = measure(mon, function()
         perfmon.event(function()
           local c0 = os.clock()
           a.pure(n)
-          truth = (os.clock() - c0) * 1e6
+          own = (os.clock() - c0) * 1e6
           host_spin(30)
         end)
       end)
-      assert(truth >= 10 * MS, "pure work too short: " .. fmt(truth))
-      assert_near(cpu(d, A), truth, "A (its upvalue-less function)")
+      assert(own >= 10 * MS, "pure work too short: " .. fmt(own))
+      assert_near(cpu(d, A), own, "A (its upvalue-less function)")
     end)
 
     it("attributes them once a sibling with _ENV ran, for a chunk loaded with load and attach", function()

@@ -241,7 +241,7 @@ describe("Profiler.running", function()
     assert.is_nil(Profiler.running())
     local p, q = Profiler.new(), Profiler.new()
     do
-      local mon <close> = perfmon.monitor { "jank" }
+      local _ <close> = perfmon.monitor { "jank" }
       p:start(1000) -- a monitor is open: it listens to the watcher for markers
       assert.are.equal(p, Profiler.running())
       q:start(1000) -- stops p
@@ -276,7 +276,7 @@ return M]], { fuzzy_match = fuzzy_match })
     local p = Profiler.new()
     p:start(1000)
     local warnings = {}
-    local pw <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
+    local _ <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
       cpu_percent = 5, cpu_window_ms = 300, profiler = p }
     local t = os.clock() + 0.9
     while os.clock() < t and #warnings == 0 do perfmon.event(m.run, 4) end
@@ -311,7 +311,7 @@ return M]], { core = api })
     local warnings = {}
     local mon <close> = perfmon.monitor { "jank" }
     local before = mon:snapshot()
-    local pw <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
+    local _ <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
       alerts = 3, kind = "*", profiler = p }
     for _ = 1, 3 do perfmon.event(m.run, 100) end
     watcher.flush()
@@ -364,7 +364,7 @@ return M]], { core = api })
     watcher.configure { jank_threshold_us = 50000, buffering_delay_ms = 0 }
     local warnings = {}
     do
-      local pw <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
+      local _ <close> = PluginWatcher.new { on_warning = function(w) warnings[#warnings + 1] = w end,
         alerts = 1, profiler = false }
       assert.is_nil(Profiler.running())
       perfmon.event(m.run, 80)
@@ -377,7 +377,7 @@ return M]], { core = api })
     local p = Profiler.new()
     p:start(1000)
     do
-      local pw <close> = PluginWatcher.new { on_warning = function() end }
+      local _ <close> = PluginWatcher.new { on_warning = function() end }
       assert.are.equal(p, Profiler.running())
     end
     assert.is_true(p:is_profiling())

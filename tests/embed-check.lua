@@ -1,9 +1,12 @@
---- embed-check: what examples/embed.c must print (tests/install-test).
+--- embed-check: what examples/embed.c must print (tests/install-test,
+-- tests/embedding-doc-test).
 --
 --   lua5.4 tests/embed-check.lua PROGRAM
+--   lua5.4 tests/embed-check.lua --output FILE NAME
 --
--- runs the program, echoes its output, and exits 0 only when it succeeded
--- and perfmon's answer agrees with the program's own clock: the plugin
+-- runs the program, echoes its output (or reads the output of a run that
+-- succeeded from FILE, NAME saying which), and exits 0 only when it
+-- succeeded and perfmon's answer agrees with the program's own clock: the plugin
 -- whose calls took the most thread CPU time (the truth, measured by the
 -- host around each call) is the one perfmon charged most and named
 -- slowest, each plugin was entered once per event, and perfmon's figure
@@ -11,11 +14,21 @@
 
 local TOLERANCE = 0.5 -- perfmon splits an event by cycles, which preemption skews
 
-local program = assert(arg[1], "usage: lua5.4 tests/embed-check.lua PROGRAM")
-local p = assert(io.popen("'" .. program:gsub("'", "'\\''") .. "' 2>&1"))
-local output = p:read("a")
-local ok, how, code = p:close()
-io.write(output)
+local usage = "usage: lua5.4 tests/embed-check.lua PROGRAM | --output FILE NAME"
+local program, output, ok, how, code
+if arg[1] == "--output" then
+  local file
+  file, program = assert(arg[2], usage), assert(arg[3], usage)
+  local f = assert(io.open(file))
+  output, ok = f:read("a"), true
+  f:close()
+else
+  program = assert(arg[1], usage)
+  local p = assert(io.popen("'" .. program:gsub("'", "'\\''") .. "' 2>&1"))
+  output = p:read("a")
+  ok, how, code = p:close()
+  io.write(output)
+end
 
 local problems = {}
 local function problem(fmt, ...) problems[#problems + 1] = fmt:format(...) end

@@ -28,6 +28,7 @@ local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
 local PluginWatcher = require("perfmon.plugin_watcher")
 local buckets = require("perfmon.buckets")
+local wall_us = require("perfmon.core").wall_us
 
 local M = {}
 
@@ -187,13 +188,14 @@ function Editor:api(p)
     if type(text) ~= "string" then
       error("bad argument #1 to 'backup' (string expected, got " .. type(text) .. ")", 2)
     end
+    local w0 = wall_us()
     perfmon.blocking(function()
       local f = assert(io.open(self.path .. ".bak", "w"))
       f:write(text)
       f:close()
       sleep(self.backup_latency_ms) -- the remote drive's latency
     end)
-    p.backups = p.backups + 1
+    p.backups, p.backup_us = p.backups + 1, p.backup_us + (wall_us() - w0)
   end
   return api
 end
@@ -207,7 +209,7 @@ function Editor:load_plugin(path, name)
   local p = {
     name = name, group = group, status = "", handlers = {},
     -- the ground truth: what the host measures around each call
-    cpu_s = 0, calls = 0, errors = 0, backups = 0,
+    cpu_s = 0, calls = 0, errors = 0, backups = 0, backup_us = 0,
   }
   for _, kind in ipairs(M.KINDS) do p.handlers[kind] = {} end
   local env = sandbox(self:api(p))
@@ -330,7 +332,7 @@ function Editor:report(d, inputs)
     local st = d.groups[p.group.id]
     st.share = 100 * st.cpu_us / total
     st.truth = { cpu_us = p.cpu_s * 1e6, calls = p.calls, errors = p.errors,
-      backups = p.backups, longest_us = (p.longest_s or 0) * 1e6 }
+      backups = p.backups, backup_us = p.backup_us, longest_us = (p.longest_s or 0) * 1e6 }
     rows[#rows + 1] = st
   end
   table.sort(rows, function(a, b)

@@ -65,14 +65,14 @@ end
 -- cpu_percent would never warn; a window is below the watcher's bound for
 -- ms (core.watch_max_us), which its ticker must meet.
 local MAX_MS = core.watch_max_us / 1000
-local function in_window_bounds(v) return v > 0 and v < MAX_MS end
+local function is_window(v) return v > 0 and v < MAX_MS end
 local NUMBERS = {
   alerts = { "a whole number >= 1", function(v)
     return v >= 1 and v < math.huge and v == math.floor(v) end },
-  alerts_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), in_window_bounds },
+  alerts_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), is_window },
   cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
-  cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), in_window_bounds },
-  escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), in_window_bounds },
+  cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), is_window },
+  escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), is_window },
   rate_us = { ("a whole number in [%d, %d]"):format(core.rate_min_us, core.rate_max_us),
     function(v)
       return v >= core.rate_min_us and v <= core.rate_max_us and v == math.floor(v)
