@@ -9,8 +9,10 @@ exclude_files = { "build/**", "build-*/**", "lua_modules/**", ".luarocks/**" }
 
 -- A Lite XL plugin runs with the editor's globals (data/core/start.lua).
 files["integrations/lite-xl/perfmon"] = {
-  read_globals = { "DATADIR", "USERDIR", "PATHSEP", "system" },
+  read_globals = { "DATADIR", "USERDIR", "PATHSEP", "system", "renderer" },
 }
+-- So do the check's plugins.
+files["integrations/lite-xl/test"] = { read_globals = { "system", "renderer" } }
 
 -- A Prosody module runs with its module object, and Prosody's globals.
 files["integrations/prosody"] = { globals = { "module" }, read_globals = { "prosody" } }

@@ -61,7 +61,7 @@ describe("a windowed sampled monitor", function()
   it("ends at its window inside a longer event, its figures those of the window", function()
     truth.alone(pending)
     local g, spin = plugin("windowed")
-    local _base <close> = perfmon.monitor { "jank", mode = "sampled" }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled" }
     local marks = {}
     local m <close> = perfmon.monitor { "jank", mode = "sampled", rate_us = 1000, window_ms = 500 }
     local w
@@ -144,7 +144,7 @@ describe("a windowed sampled monitor", function()
     assert.is_false(w.open)
     assert.is_true(w.until_us <= t and w.until_us >= w.since_us)
     -- and another may open
-    local _again <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 1 }
+    local _ <close> = perfmon.monitor { "jank", mode = "sampled", window_ms = 1 }
     assert.is_true(core.window().open)
   end)
 end)
