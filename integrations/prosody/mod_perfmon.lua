@@ -392,16 +392,7 @@ local COUNT = mode == "sampled" and "samples" or "ticks";
 local COUNT_FIELD = mode == "sampled" and "self_samples" or "ticks";
 
 local function ms(us) return us / 1000; end
-local COLUMNS = {
-	{ key = "name", title = "module" },
-	{ key = "self_ms", title = "self ms", figure = true },
-	{ key = "cpu_ms", title = "cpu ms", figure = true },
-	{ key = "share", title = "share", format = function(v) return ("%.1f%%"):format(v); end },
-	{ key = "count", title = COUNT, figure = true },
-	{ key = "longest", title = "longest" },
-	{ key = "histogram", title = "self jank histogram (ms:events)", max = 48 },
-	{ key = "hottest", title = "hottest (the profiler's samples)", max = 72 },
-};
+local COLUMNS = text_table.performance_columns("module", COUNT, true);
 
 -- A row of the table: a group's figures (st), against the process's.
 local function row(name, st, process, hottest)
