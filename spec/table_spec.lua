@@ -59,6 +59,13 @@ describe("perfmon.table", function()
       "lsp        62.8    2658  100.0%       12  32-64    32-64:1",
     }, text_table.render(perf, { { name = "lsp", self_ms = 62.8395, cpu_ms = 2657.7, share = 100,
       count = 12, longest = "32-64", histogram = "32-64:1" } }))
+    -- no cell cut: the histogram's longest events, hottest's line
+    local histogram = "1-2:9 2-4:82 4-8:636 8-16:160 16-32:29 32-64:3 64-128:2 128-256:1 256-512:1 >=512:1"
+    local hottest = "prosody's core_process_stanza, from /usr/lib/prosody/modules/mod_c2s.lua:284 (31%)"
+    local lines = text_table.render(text_table.performance_columns("module", "ticks", true),
+      { { name = "c2s", self_ms = 1, cpu_ms = 2, share = 3, count = 4, longest = ">= 512 ms",
+        histogram = histogram, hottest = hottest } })
+    assert.is_truthy(lines[2]:find(histogram .. "  " .. hottest, 1, true), lines[2])
     assert.has_error(function() text_table.performance_columns(nil, "ticks") end,
       "bad argument #1 to 'perfmon.table.performance_columns' (string expected, got nil)")
     assert.has_error(function() text_table.performance_columns("plugin", "calls") end,

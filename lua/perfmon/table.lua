@@ -126,7 +126,9 @@ local function percent(v) return ("%.1f%%"):format(v) end
 -- ("module", "plugin"), count the count column ("ticks", or "samples" for
 -- a sampled monitor), and hottest adds the profiler's column.  Their
 -- rows: name, self_ms, cpu_ms, share (% of the host's CPU time), count,
--- longest, histogram and hottest.
+-- longest, histogram and hottest.  No cell is cut: a cut histogram loses
+-- its longest events, the ones that matter, and a cut hottest its line
+-- (where.brief's paths are short already).
 function text_table.performance_columns(label, count, hottest)
   if type(label) ~= "string" then
     arg_error(1, "perfmon.table.performance_columns", "string expected, got " .. type(label))
@@ -142,10 +144,10 @@ function text_table.performance_columns(label, count, hottest)
     { key = "share", title = "share", format = percent },
     { key = "count", title = count, figure = true },
     { key = "longest", title = "longest" },
-    { key = "histogram", title = "self jank histogram (ms:events)", max = 48 },
+    { key = "histogram", title = "self jank histogram (ms:events)" },
   }
   if hottest then
-    columns[#columns + 1] = { key = "hottest", title = "hottest (the profiler's samples)", max = 72 }
+    columns[#columns + 1] = { key = "hottest", title = "hottest (the profiler's samples)" }
   end
   return columns
 end
