@@ -42,6 +42,36 @@ describe("perfmon.table", function()
     assert.equals("0", text_table.figure(0.0))
   end)
 
+  it("gives both integrations' performance table its columns", function()
+    local function titles(cols)
+      local t = {}
+      for i, c in ipairs(cols) do t[i] = c.title end
+      return t
+    end
+    assert.same({ "module", "self ms", "cpu ms", "share", "ticks", "longest",
+      "self jank histogram (ms:events)", "hottest (the profiler's samples)" },
+      titles(text_table.performance_columns("module", "ticks", true)))
+    local perf = text_table.performance_columns("plugin", "samples")
+    assert.same({ "plugin", "self ms", "cpu ms", "share", "samples", "longest",
+      "self jank histogram (ms:events)" }, titles(perf))
+    assert.same({
+      "plugin  self ms  cpu ms   share  samples  longest  self jank histogram (ms:events)",
+      "lsp        62.8    2658  100.0%       12  32-64    32-64:1",
+    }, text_table.render(perf, { { name = "lsp", self_ms = 62.8395, cpu_ms = 2657.7, share = 100,
+      count = 12, longest = "32-64", histogram = "32-64:1" } }))
+    -- no cell cut: the histogram's longest events, hottest's line
+    local histogram = "1-2:9 2-4:82 4-8:636 8-16:160 16-32:29 32-64:3 64-128:2 128-256:1 256-512:1 >=512:1"
+    local hottest = "prosody's core_process_stanza, from /usr/lib/prosody/modules/mod_c2s.lua:284 (31%)"
+    local lines = text_table.render(text_table.performance_columns("module", "ticks", true),
+      { { name = "c2s", self_ms = 1, cpu_ms = 2, share = 3, count = 4, longest = ">= 512 ms",
+        histogram = histogram, hottest = hottest } })
+    assert.is_truthy(lines[2]:find(histogram .. "  " .. hottest, 1, true), lines[2])
+    assert.has_error(function() text_table.performance_columns(nil, "ticks") end,
+      "bad argument #1 to 'perfmon.table.performance_columns' (string expected, got nil)")
+    assert.has_error(function() text_table.performance_columns("plugin", "calls") end,
+      "bad argument #2 to 'perfmon.table.performance_columns' (\"ticks\" or \"samples\" expected, got \"calls\")")
+  end)
+
   it("rejects bad arguments, naming them", function()
     assert.has_error(function() text_table.render({}, {}) end,
       "bad argument #1 to 'perfmon.table.render' (list of columns expected, got an empty table)")

@@ -510,6 +510,7 @@ describe("plugin watcher", function()
     assert.equal(1, #diagnoses)
     local d = diagnoses[1]
     assert.equal("sampled", d.mode)
+    assert.equal(500, d.rate_us)
     assert.equal(janky.id, d.group.id)
     -- the window, not the event: its figures cover it to its last sample
     assert.near(150e3, d.window.until_us - d.window.since_us, 1)
@@ -557,6 +558,7 @@ describe("plugin watcher", function()
     local d = diagnoses[1]
     assert.equal(janky.id, d.group.id)
     assert.equal("exact", d.mode)
+    assert.is_nil(d.rate_us)
     assert.is_nil(d.window)
     assert.is_true(d.window_ms >= 150, "window " .. d.window_ms)
     -- exact figures: janky's self time in the window, within the tolerance

@@ -42,6 +42,14 @@ end
 -- Sampled: a sample every perfmon_rate_us µs of the thread's CPU time;
 -- perfmon.monitor refuses what is not a whole number in [100, 1000000].
 local rate_us = mode == "sampled" and module:get_option_number("perfmon_rate_us", 4000) or nil;
+-- The diagnosis after a warning in sampled mode: "sampled" at a higher
+-- rate, or "exact" (the call/return hook, some 2.4x the cost on call-heavy
+-- code while it runs).
+local diagnosis_mode = module:get_option_string("perfmon_diagnosis_mode", "sampled");
+if diagnosis_mode ~= "sampled" and diagnosis_mode ~= "exact" then
+	error(("mod_perfmon: perfmon_diagnosis_mode = %q is not understood, expecting \"sampled\" or \"exact\"")
+		:format(diagnosis_mode), 0);
+end
 local monitor = perfmon.monitor { "jank", "ticks", mode = mode, rate_us = rate_us };
 
 ---------------------------------------------------------------------------
@@ -336,6 +344,7 @@ module:log("info", "one perfmon event per network callback and timer (%s backend
 -- window within which it is not repeated) outlives it.
 local warned = saved.warned or {};
 local diagnosis_s = module:get_option_number("perfmon_diagnosis", 10);
+local escalate_ms = mode == "sampled" and diagnosis_s > 0 and diagnosis_s * 1000 or nil;
 watcher.configure { jank_threshold_us = module:get_option_number("perfmon_jank_threshold", 50) * 1000 };
 local pw = plugin_watcher.new {
 	kind = KIND,
@@ -354,15 +363,21 @@ local pw = plugin_watcher.new {
 		warned[w.group.name] = { at = os.time(), window_s = w.window_ms / 1000 };
 		module:log("warn", "%s", w.message);
 	end,
-	-- sampled: the watcher too; a warning then measures exactly for a while
+	-- sampled: the watcher too; a warning then opens a diagnosis, a
+	-- closer look for a while (perfmon_diagnosis = 0: none)
 	mode = mode,
 	rate_us = rate_us,
-	-- (perfmon_diagnosis = 0: none)
-	escalate_ms = mode == "sampled" and diagnosis_s > 0 and diagnosis_s * 1000 or nil,
+	escalate_ms = escalate_ms,
+	diagnosis = escalate_ms and diagnosis_mode or nil,
 	on_diagnosis = function(d)
 		local st = d.stats or { self_us = 0, cpu_us = 0, events = 0 };
-		module:log("warn", "%s, measured exactly over %.0f s: %.1f ms of its own CPU time (%.1f ms with what it calls) in %d events",
-			d.group.name, d.window_ms / 1000, st.self_us / 1000, st.cpu_us / 1000, st.events);
+		local method, samples = "measured exactly", "";
+		if d.mode == "sampled" then
+			method = ("sampled every %g ms of CPU time"):format(d.rate_us / 1000);
+			samples = (" (%d samples of its own)"):format(st.self_samples or 0);
+		end
+		module:log("warn", "%s, %s over %.0f s: %.1f ms of its own CPU time (%.1f ms with what it calls) in %d events%s",
+			d.group.name, method, d.window_ms / 1000, st.self_us / 1000, st.cpu_us / 1000, st.events, samples);
 	end,
 };
 
@@ -377,16 +392,7 @@ local COUNT = mode == "sampled" and "samples" or "ticks";
 local COUNT_FIELD = mode == "sampled" and "self_samples" or "ticks";
 
 local function ms(us) return us / 1000; end
-local COLUMNS = {
-	{ key = "name", title = "module" },
-	{ key = "self_ms", title = "self ms", figure = true },
-	{ key = "cpu_ms", title = "cpu ms", figure = true },
-	{ key = "share", title = "share", format = function(v) return ("%.1f%%"):format(v); end },
-	{ key = "count", title = COUNT, figure = true },
-	{ key = "longest", title = "longest" },
-	{ key = "histogram", title = "self jank histogram (ms:events)", max = 48 },
-	{ key = "hottest", title = "hottest (the profiler's samples)", max = 72 },
-};
+local COLUMNS = text_table.performance_columns("module", COUNT, true);
 
 -- A row of the table: a group's figures (st), against the process's.
 local function row(name, st, process, hottest)

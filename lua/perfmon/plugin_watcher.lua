@@ -332,6 +332,7 @@ function PluginWatcher:_diagnose(now)
   if self.on_diagnosis then
     local group = d.warning.group
     self.on_diagnosis { warning = d.warning, group = group, mode = self.diagnosis_mode,
+      rate_us = self.diagnosis_mode == "sampled" and self.diagnosis_rate_us or nil,
       window_ms = (window and window.last_us - window.since_us or now - d.since) / 1000,
       snapshot = diff, window = window, stats = diagnosed(group, diff, window) }
   end

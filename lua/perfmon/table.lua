@@ -1,8 +1,9 @@
 --- perfmon.table: the text tables of the about:performance views (Prosody's
--- `perfmon:show()`, Lite XL's), written once: named columns, figures
--- right-aligned and rounded, long text cut to its column's width, and
--- child rows (a module's per-host instances) folded under their parent
--- unless asked for.
+-- `perfmon:show()`, Lite XL's text export), written once: named columns,
+-- figures right-aligned and rounded, long text cut to its column's width,
+-- and child rows (a module's per-host instances) folded under their
+-- parent unless asked for; and the performance table's columns, which
+-- both show.
 --
 --   local text_table = require("perfmon.table")
 --   local lines = text_table.render({
@@ -116,6 +117,39 @@ function text_table.render(columns, rows, opts)
   local lines = { join(head) }
   for _, line in ipairs(grid) do lines[#lines + 1] = join(line) end
   return lines
+end
+
+local function percent(v) return ("%.1f%%"):format(v) end
+
+--- The performance table's columns, both integrations' (Prosody's
+-- `perfmon show`, Lite XL's text export): label titles the first column
+-- ("module", "plugin"), count the count column ("ticks", or "samples" for
+-- a sampled monitor), and hottest adds the profiler's column.  Their
+-- rows: name, self_ms, cpu_ms, share (% of the host's CPU time), count,
+-- longest, histogram and hottest.  No cell is cut: a cut histogram loses
+-- its longest events, the ones that matter, and a cut hottest its line
+-- (where.brief's paths are short already).
+function text_table.performance_columns(label, count, hottest)
+  if type(label) ~= "string" then
+    arg_error(1, "perfmon.table.performance_columns", "string expected, got " .. type(label))
+  end
+  if count ~= "ticks" and count ~= "samples" then
+    arg_error(2, "perfmon.table.performance_columns", ('"ticks" or "samples" expected, got %s')
+      :format(type(count) == "string" and ("%q"):format(count) or type(count)))
+  end
+  local columns = {
+    { key = "name", title = label },
+    { key = "self_ms", title = "self ms", figure = true },
+    { key = "cpu_ms", title = "cpu ms", figure = true },
+    { key = "share", title = "share", format = percent },
+    { key = "count", title = count, figure = true },
+    { key = "longest", title = "longest" },
+    { key = "histogram", title = "self jank histogram (ms:events)" },
+  }
+  if hottest then
+    columns[#columns + 1] = { key = "hottest", title = "hottest (the profiler's samples)" }
+  end
+  return columns
 end
 
 return text_table

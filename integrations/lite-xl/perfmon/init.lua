@@ -104,7 +104,8 @@ config.plugins.perfmon = common.merge({
   refresh_s = 1, -- how often the performance view takes the figures again
   mode = "exact", -- "sampled": no hook, plugins charged from samples
   rate_us = 4000, -- sampled: µs of CPU time between two samples
-  diagnosis_s = 10, -- sampled: after a warning, measure exactly this long
+  diagnosis_s = 10, -- sampled: after a warning, look closer this long
+  diagnosis = "sampled", -- that look: samples every 1 ms, or "exact" (the hook)
 }, config.plugins.perfmon)
 local conf = config.plugins.perfmon
 
@@ -136,6 +137,7 @@ local OPTIONS = {
   rate_us = { integer_in(core_limits.rate_min_us, core_limits.rate_max_us),
     ("an integer from %d to %d"):format(core_limits.rate_min_us, core_limits.rate_max_us) },
   diagnosis_s = { number_from(0.001), "a positive number of seconds" },
+  diagnosis = { function(v) return v == "sampled" or v == "exact" end, '"sampled" or "exact"' },
 }
 for key, check in pairs(OPTIONS) do
   local v = conf[key]
@@ -252,10 +254,16 @@ M.watcher = plugin_watcher.new {
   mode = conf.mode, -- the watcher's too
   rate_us = rate_us,
   escalate_ms = conf.mode == "sampled" and conf.diagnosis_s * 1000 or nil,
+  diagnosis = conf.mode == "sampled" and conf.diagnosis or nil,
   on_diagnosis = function(d)
     local st = d.stats or { self_us = 0, events = 0 }
-    core.log("perfmon: %s, measured exactly over %.0f s: %.1f ms of its own CPU time in %d events",
-      d.group.name, d.window_ms / 1000, st.self_us / 1000, st.events)
+    local method, samples = "measured exactly", ""
+    if d.mode == "sampled" then
+      method = ("sampled every %g ms of CPU time"):format(d.rate_us / 1000)
+      samples = (" (%d samples of its own)"):format(st.self_samples or 0)
+    end
+    core.log("perfmon: %s, %s over %.0f s: %.1f ms of its own CPU time in %d events%s",
+      d.group.name, method, d.window_ms / 1000, st.self_us / 1000, st.events, samples)
   end,
 }
 

@@ -3,6 +3,7 @@
 -- performance view's rows, the whole editor's row and a row's histogram.
 
 local buckets = require("perfmon.buckets")
+local text_table = require("perfmon.table")
 local where = require("perfmon.where")
 
 local model = {}
@@ -128,12 +129,10 @@ function model.bins(durations)
   return bins
 end
 
-local ROW = "%-24s %9.1f %9.1f %6.1f%% %8d  %-10s %-32s"
-local HEAD = "%-24s %9s %9s %7s %8s  %-10s %-32s"
-
 --- The view's text: a header, the rows, then the whole editor's line from
--- snap.process.  count: the column of counts, "ticks" (the default: what
--- an exact monitor counts) or "samples" (for a sampled monitor, which
+-- snap.process, in the performance table both integrations show
+-- (perfmon.table).  count: the column of counts, "ticks" (the default:
+-- what an exact monitor counts) or "samples" (for a sampled monitor, which
 -- counts no plugin's ticks).  Rows with hottest (model.rows given places)
 -- add its column.
 function model.text(rows, snap, count)
@@ -148,21 +147,15 @@ function model.text(rows, snap, count)
     error(("bad argument #3 to 'text' (\"ticks\" or \"samples\" expected, got %s)"):format(
       type(count) == "string" and ("%q"):format(count) or type(count)), 2)
   end
-  local hottest = rows[1] ~= nil and rows[1].hottest ~= nil
-  local function line(s, tail)
-    s = hottest and s .. "  " .. tail or s
-    return (s:gsub("%s+$", ""))
+  local function table_row(r)
+    return { name = r.name, self_ms = r.self_us / 1000, cpu_ms = r.cpu_us / 1000, share = r.share,
+      count = r[count], longest = r.longest, histogram = r.histogram, hottest = r.hottest }
   end
-  local lines = { line(HEAD:format("plugin", "self ms", "cpu ms", "share", count, "longest",
-    "self jank histogram (ms:events)"), "hottest (the profiler's samples)") }
-  for _, r in ipairs(rows) do
-    lines[#lines + 1] = line(ROW:format(r.name, r.self_us / 1000, r.cpu_us / 1000, r.share,
-      r[count], r.longest, r.histogram), r.hottest)
-  end
-  local t = model.total(snap)
-  lines[#lines + 1] = line(ROW:format(t.name, t.self_us / 1000, t.cpu_us / 1000, t.share,
-    t[count], t.longest, t.histogram), "")
-  return table.concat(lines, "\n") .. "\n"
+  local t = {}
+  for i, r in ipairs(rows) do t[i] = table_row(r) end
+  t[#t + 1] = table_row(model.total(snap))
+  local columns = text_table.performance_columns("plugin", count, rows[1] ~= nil and rows[1].hottest ~= nil)
+  return table.concat(text_table.render(columns, t), "\n") .. "\n"
 end
 
 return model

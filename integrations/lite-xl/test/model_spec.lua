@@ -7,6 +7,7 @@
 local perfmon = require("perfmon")
 local truth = require("spec.support.truth")
 local model = dofile("integrations/lite-xl/perfmon/model.lua")
+local text_table = require("perfmon.table")
 
 -- A data directory and a user directory as Lite XL lays them out, each file
 -- a chunk that spins, in its own code, the ms it is given.
@@ -173,7 +174,7 @@ describe("lite-xl model, on a real plugins tree", function()
     assert.matches("^plugin%s+self ms%s+cpu ms%s+share%s+ticks%s+longest", lines[1])
     for i, r in ipairs(rows) do
       assert.equals(r.name, lines[i + 1]:match("^(%S+)"))
-      assert.equals(("%.1f"):format(r.self_us / 1000), lines[i + 1]:match("^%S+%s+(%S+)"))
+      assert.equals(text_table.figure(r.self_us / 1000), lines[i + 1]:match("^%S+%s+(%S+)"))
     end
     assert.matches("^%(whole editor%)%s+[%d.]+%s+[%d.]+%s+100%.0%%", lines[#lines])
   end)

@@ -19,10 +19,11 @@
 -- the idle one's (the admin shell's table, which lists it first), a
 -- warning about it and about no other module; unloaded, it leaves the
 -- table.  Then the same with mod_perfmon loaded into the running server
--- after every other module, and on the select backend; and a server with perfmon_mode set to a mode
--- mod_perfmon does not know: an error in the log naming the option, and no
--- mod_perfmon.  Exits 77 (skipped) without Prosody.  Every wait is
--- bounded; the server is stopped by its PID.
+-- after every other module, and on the select backend; and servers with
+-- perfmon_mode or perfmon_diagnosis_mode set to a mode mod_perfmon does
+-- not know: an error in the log naming the option, and no mod_perfmon.
+-- Exits 77 (skipped) without Prosody.  Every wait is bounded; the server
+-- is stopped by its PID.
 --
 -- "cost" (bench/prosody runs it) measures what mod_perfmon costs that
 -- server instead, mod_perfmon_test burning nothing, COST_MESSAGES messages
@@ -44,7 +45,8 @@
 -- naming another module, perfmon_test first by self time and within 15%
 -- of its own clock, no event of 512 ms or more while the load runs (the
 -- top bucket of /metrics' histogram of CPU time per event), every message
--- delivered.  "load-cost" (bench/prosody --load) measures the server's
+-- delivered, and a diagnosis of perfmon_test, sampled, that found its
+-- time.  "load-cost" (bench/prosody --load) measures the server's
 -- CPU per message under that load for none, sampled (with and without
 -- the diagnosis) and exact.
 
@@ -92,7 +94,8 @@ end
 ---------------------------------------------------------------------------
 
 -- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), rate_us (its
--- perfmon_rate_us), noop (load
+-- perfmon_rate_us), diagnosis and diagnosis_mode (its perfmon_diagnosis
+-- and perfmon_diagnosis_mode), noop (load
 -- mod_noophook), iterations (mod_perfmon_test's burn), jank_ms (the
 -- watcher's threshold; 10 ms), cpu_percent (its perfmon_cpu_percent),
 -- callgrind (run under it).
@@ -138,6 +141,7 @@ VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
       .. (opts.rate_us and ("\nperfmon_rate_us = %s"):format(opts.rate_us) or "")
       .. (opts.cpu_percent and ("\nperfmon_cpu_percent = %s"):format(opts.cpu_percent) or "")
       .. (opts.diagnosis and ("\nperfmon_diagnosis = %s"):format(opts.diagnosis) or "")
+      .. (opts.diagnosis_mode and ("\nperfmon_diagnosis_mode = %q"):format(opts.diagnosis_mode) or "")
       .. (opts.backend and ("\nnetwork_backend = %q"):format(opts.backend) or ""),
     d, HOST, OTHER_HOST, opts.modules and ('Component "conference.%s" "muc"'):format(HOST) or ""))
   f:close()
@@ -513,8 +517,8 @@ end
 -- burns, is made of samples of about the timer's period each (4 ms; a few
 -- times that where a loaded kernel holds the tick timer's signals back).
 -- No event janks and no module is busy enough to warn about: a warning
--- would open the diagnosis, an exact monitor for 10 s, whose time counts
--- no samples.
+-- would open the diagnosis, a sampled monitor at 1 ms for 10 s, whose
+-- samples would count too.
 local function test_sampled()
   local opts = { perfmon = true, mode = "sampled", iterations = 200000, jank_ms = 1000,
     cpu_percent = 100 }
@@ -569,10 +573,12 @@ local function test()
   test_loaded_late()
   test_select()
   test_sampled()
-  -- a mode it does not know, and a sampled monitor's period out of range
-  -- (perfmon.monitor's error)
+  -- a mode it does not know, a sampled monitor's period out of range
+  -- (perfmon.monitor's error) and a diagnosis mode it does not know
   test_refused({ mode = "fast" }, "perfmon_mode", 'perfmon_mode = "fast"')
   test_refused({ mode = "sampled", rate_us = 50 }, "rate_us", "perfmon_rate_us = 50")
+  test_refused({ mode = "sampled", diagnosis_mode = "slow" }, "perfmon_diagnosis_mode",
+    'perfmon_diagnosis_mode = "slow"')
   print("prosody test: OK")
 end
 
@@ -726,6 +732,15 @@ local function test_load()
   check(first, "no warning about perfmon_test during the load:\n%s", log)
   print(("prosody load: the first warning %.1f s after the load's start: %s"):format(first.at - figures.start, first.line))
   check(first.at - figures.start <= 20, "the first warning came %.1f s after the load's start", first.at - figures.start)
+  -- the warning's diagnosis (sampled, 10 s), over before the load ends:
+  -- perfmon_test's own time in its window, from samples of its own
+  local diagnosis, self_ms, samples = log:match(
+    "(perfmon_test, sampled every 1 ms of CPU time over %d+ s: ([%d.]+) ms of its own CPU time [^\n]*"
+    .. "%((%d+) samples of its own%))")
+  check(diagnosis, "no sampled diagnosis of perfmon_test in the log:\n%s", log)
+  print("prosody load: the diagnosis: " .. diagnosis)
+  check(tonumber(self_ms) > 0 and tonumber(samples) > 0, "the diagnosis found none of perfmon_test's time: %s",
+    diagnosis)
   -- no event of 512 ms or more while the load ran (the top bucket)
   local long = figures.long1 - figures.long0
   print(("prosody load: %d events in all, %d of them of 512 ms or more during the load"):format(figures.events, long))
