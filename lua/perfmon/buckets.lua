@@ -5,17 +5,14 @@
 
 local arg_error = require("perfmon.args").error
 
--- The histograms' number of buckets, as the core lists its figures: the
--- top one is open-ended.
-local TOP
-for _, f in ipairs(require("perfmon.loader").figures) do
-  if f.kind == "histogram" then TOP = f.buckets end
-end
-
 local buckets = {}
 
---- The core's number of buckets (PM_DURATIONS): the last is open-ended.
-buckets.count = TOP
+--- The histograms' number of buckets, as the core lists its figures
+-- (PM_DURATIONS): the top one is open-ended.
+for _, f in ipairs(require("perfmon.loader").figures) do
+  if f.kind == "histogram" then buckets.count = f.buckets end
+end
+local TOP = buckets.count
 
 -- A histogram (a group's durations or self_durations) at argument 1.
 local function check_durations(durations, fname)
