@@ -569,6 +569,48 @@ describe("plugin watcher", function()
     assert.equal(before, watcher.configure().mode) -- put back
   end)
 
+  it("diagnoses a group warned about every window once per rediagnose_ms", function()
+    truth.alone(pending)
+    local busy, bspin = plugin("pw-rediagnose-busy")
+    local warnings, diagnoses = {}, {}
+    -- Busy in every event, so warned about once per 100 ms window of wall
+    -- time (cpu_percent 2, as in the test above, for a loaded machine).
+    local pw = new { on_warning = function(w)
+        w.at = core.wall_us()
+        warnings[#warnings + 1] = w
+      end,
+      mode = "sampled", cpu_percent = 2, cpu_window_ms = 100, escalate_ms = 100,
+      rediagnose_ms = 600, on_diagnosis = function(d) diagnoses[#diagnoses + 1] = d end }
+    local start = core.wall_us()
+    while core.wall_us() < start + 1000 * MS and #warnings < 40 do
+      perfmon.event(function() bspin(4) end)
+      pw:poll()
+    end
+    assert.is_true(#warnings >= 4, #warnings .. " warnings")
+    -- A diagnosis opens where none of the group's began in the last
+    -- 600 ms; the other warnings say when the last one began.
+    local opener, opened = nil, 0
+    for i, w in ipairs(warnings) do
+      assert.equal(busy.id, w.group.id)
+      if w.diagnosing then
+        assert.is_nil(w.diagnosed_us)
+        assert.is_true(opener == nil or w.at - opener.at >= 600 * MS, "warning " .. i)
+        opener, opened = w, opened + 1
+      else
+        assert.is_false(w.diagnosing, "warning " .. i)
+        assert.is_not_nil(opener, "warning " .. i)
+        assert.is_true(w.diagnosed_us <= opener.at and w.diagnosed_us >= start, "warning " .. i)
+        assert.is_true(w.at - w.diagnosed_us < 600 * MS + 50 * MS, "warning " .. i)
+      end
+    end
+    assert.is_true(warnings[1].diagnosing)
+    -- 1000 ms of warnings: the first's diagnosis, at most one more
+    assert.is_true(opened <= 2 and opened < #warnings, opened .. " of " .. #warnings)
+    assert.is_true(#diagnoses >= 1 and #diagnoses <= opened, #diagnoses .. " diagnoses")
+    assert.equal(busy.id, diagnoses[1].group.id)
+    pw:close()
+  end)
+
   it("samples at its rate_us in sampled mode", function()
     truth.alone(pending)
     local pw = new { on_warning = print, mode = "sampled", rate_us = 1000 }
@@ -624,6 +666,12 @@ describe("plugin watcher", function()
       PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis = "exact",
         diagnosis_rate_us = 500 }
     end, "bad argument #1 to 'new' ('diagnosis_rate_us' is for diagnosis = \"sampled\" (an exact one takes no samples))")
+    assert.has_error(function()
+      PluginWatcher.new { on_warning = print, mode = "sampled", rediagnose_ms = 60000 }
+    end, "bad argument #1 to 'new' ('rediagnose_ms' needs 'escalate_ms' (the diagnosis's window))")
+    assert.has_error(function()
+      PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, rediagnose_ms = 50 }
+    end, "bad argument #1 to 'new' ('rediagnose_ms' must be at least 'escalate_ms' (100), got 50)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, rate_us = 1000 } end,
       "bad argument #1 to 'new' ('rate_us' needs mode = \"sampled\" (an exact watcher takes no samples))")
     for _, bad in ipairs { 99, 1000001, 1000.5 } do
@@ -658,7 +706,7 @@ describe("plugin watcher", function()
     assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
       .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, diagnosis, diagnosis_rate_us, escalate_ms, ignore, "
       .. "kind, mode, on_diagnosis, on_warning, "
-      .. "profile_rate_us, profiler, rate_us, time))")
+      .. "profile_rate_us, profiler, rate_us, rediagnose_ms, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
       "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")

@@ -345,6 +345,13 @@ module:log("info", "one perfmon event per network callback and timer (%s backend
 local warned = saved.warned or {};
 local diagnosis_s = module:get_option_number("perfmon_diagnosis", 10);
 local escalate_ms = mode == "sampled" and diagnosis_s > 0 and diagnosis_s * 1000 or nil;
+-- a module busy all the time is warned about every CPU window: diagnosed
+-- again only this long after its last diagnosis began
+local rediagnose_s = module:get_option_number("perfmon_rediagnose", math.max(60, diagnosis_s));
+if escalate_ms and rediagnose_s < diagnosis_s then
+	error(("mod_perfmon: perfmon_rediagnose = %s is shorter than the diagnosis (perfmon_diagnosis = %s s)")
+		:format(tostring(rediagnose_s), tostring(diagnosis_s)), 0);
+end
 watcher.configure { jank_threshold_us = module:get_option_number("perfmon_jank_threshold", 50) * 1000 };
 local pw = plugin_watcher.new {
 	kind = KIND,
@@ -369,6 +376,7 @@ local pw = plugin_watcher.new {
 	rate_us = rate_us,
 	escalate_ms = escalate_ms,
 	diagnosis = escalate_ms and diagnosis_mode or nil,
+	rediagnose_ms = escalate_ms and rediagnose_s * 1000 or nil,
 	on_diagnosis = function(d)
 		local st = d.stats or { self_us = 0, cpu_us = 0, events = 0 };
 		local method, samples = "measured exactly", "";

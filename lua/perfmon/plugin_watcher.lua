@@ -22,7 +22,10 @@
 -- figures end with its window, even inside a long event (perfmon.monitor's
 -- window_ms), or with diagnosis = "exact" an exact monitor (the call/return
 -- hook: docs/performance.md gives its cost), ended by the first poll after
--- the window, an event's end.
+-- the window, an event's end.  A group is diagnosed again only
+-- rediagnose_ms after its last diagnosis began: a plugin busy all the time
+-- is warned about every window, and a diagnosis after each would keep the
+-- higher rate on for good.
 
 local perfmon = require("perfmon")
 local watcher = require("perfmon.watcher")
@@ -51,6 +54,10 @@ local PROFILE_RATE_US = 10000
 -- 2x tighter estimate, for a cost within a few percent of it
 -- (docs/performance.md).
 local DIAGNOSIS_RATE_US = 1000
+-- A group's diagnoses at most once a minute: with the 10 s default window,
+-- a sixth of the time at the diagnosis's rate for a plugin that is always
+-- busy.
+local REDIAGNOSE_MS = 60000
 
 local args = require("perfmon.args")
 
@@ -73,6 +80,7 @@ local NUMBERS = {
   cpu_percent = { "a number in (0, 100]", function(v) return v > 0 and v <= 100 end },
   cpu_window_ms = { ("a positive number of ms below %g"):format(MAX_MS), is_window },
   escalate_ms = { ("a positive number of ms below %g"):format(MAX_MS), is_window },
+  rediagnose_ms = { ("a positive number of ms below %g"):format(MAX_MS), is_window },
   rate_us = { ("a whole number in [%d, %d]"):format(core.rate_min_us, core.rate_max_us),
     function(v)
       return v >= core.rate_min_us and v <= core.rate_max_us and v == math.floor(v)
@@ -88,7 +96,7 @@ local NUMBERS = {
 
 local OPTION_NAMES = { on_warning = true, ignore = true, escalate_ms = true,
   on_diagnosis = true, rate_us = true, profiler = true, profile_rate_us = true,
-  diagnosis = true, diagnosis_rate_us = true }
+  diagnosis = true, diagnosis_rate_us = true, rediagnose_ms = true }
 for k in pairs(DEFAULTS) do OPTION_NAMES[k] = true end
 local VALID = {}
 for k in pairs(OPTION_NAMES) do VALID[#VALID + 1] = k end
@@ -137,6 +145,13 @@ local function check_options(opts)
   if (opts.diagnosis ~= nil or opts.diagnosis_rate_us ~= nil) and opts.escalate_ms == nil then
     arg_error(("'%s' needs 'escalate_ms' (the diagnosis's window)"):format(
       opts.diagnosis ~= nil and "diagnosis" or "diagnosis_rate_us"))
+  end
+  if opts.rediagnose_ms ~= nil and opts.escalate_ms == nil then
+    arg_error("'rediagnose_ms' needs 'escalate_ms' (the diagnosis's window)")
+  end
+  if opts.rediagnose_ms ~= nil and opts.rediagnose_ms < opts.escalate_ms then
+    arg_error(("'rediagnose_ms' must be at least 'escalate_ms' (%g), got %g")
+      :format(opts.escalate_ms, opts.rediagnose_ms))
   end
   if opts.diagnosis_rate_us ~= nil and opts.diagnosis == "exact" then
     arg_error("'diagnosis_rate_us' is for diagnosis = \"sampled\" (an exact one takes no samples)")
@@ -197,8 +212,8 @@ end
 -- time, ignore (a list of group names), mode ("exact" or "sampled"; the
 -- watcher's mode is set to it while this plugin watcher runs), rate_us
 -- (sampled mode: its monitor's, perfmon.monitor's), escalate_ms,
--- on_diagnosis, diagnosis ("sampled" or "exact") and diagnosis_rate_us
--- (sampled mode: see _diagnose), profiler (the samples
+-- on_diagnosis, diagnosis ("sampled" or "exact"), diagnosis_rate_us
+-- (sampled mode: see _diagnose) and rediagnose_ms, profiler (the samples
 -- warnings say where from, or false for none) and profile_rate_us (its
 -- own profiler's period, when profiler is not given).
 function PluginWatcher.new(opts)
@@ -208,6 +223,8 @@ function PluginWatcher.new(opts)
     escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis,
     diagnosis_mode = opts.diagnosis or "sampled",
     diagnosis_rate_us = opts.diagnosis_rate_us or DIAGNOSIS_RATE_US,
+    rediagnose_ms = opts.rediagnose_ms or math.max(REDIAGNOSE_MS, opts.escalate_ms or 0),
+    diagnosed = {},
     profiler = opts.profiler, profile_rate_us = opts.profile_rate_us or PROFILE_RATE_US,
     own_profiler = false, profiler_error = false }, PluginWatcher)
   for k, default in pairs(DEFAULTS) do self[k] = opts[k] or default end
@@ -280,7 +297,7 @@ function PluginWatcher:_warn(source, now, window_ms, w, snap, since_us, until_us
   local found, text = self:_where(source, snap, since_us, until_us)
   w.where = found
   if text then w.message = w.message .. "; " .. text end
-  if self.escalate_ms and not self.diagnosis then self:_escalate(now, w) end
+  if self.escalate_ms and not self.diagnosis then self:_escalate(source, now, w) end
   self.on_warning(w)
 end
 
@@ -288,8 +305,14 @@ end
 -- for escalate_ms (its window, which the core ends at the sample past it),
 -- or an exact monitor.  w.diagnosing says whether it runs; where the core
 -- refuses (another plugin watcher's window is open), w.diagnosis_error
--- says why.
-function PluginWatcher:_escalate(now, w)
+-- says why; where the group's last diagnosis began (w.diagnosed_us, µs
+-- since the epoch) less than rediagnose_ms ago, none opens.
+function PluginWatcher:_escalate(source, now, w)
+  local last = self.diagnosed[source.id]
+  if last and now - last < self.rediagnose_ms * 1000 then
+    w.diagnosing, w.diagnosed_us = false, last
+    return
+  end
   local probes = { "jank" }
   if self.diagnosis_mode == "sampled" then
     probes.mode, probes.rate_us, probes.window_ms = "sampled", self.diagnosis_rate_us, self.escalate_ms
@@ -300,6 +323,7 @@ function PluginWatcher:_escalate(now, w)
     w.diagnosis_error = m
     return
   end
+  self.diagnosed[source.id] = now
   self.diagnosis = { monitor = m, since = now, before = m:snapshot(), warning = w }
 end
 

@@ -106,6 +106,7 @@ config.plugins.perfmon = common.merge({
   rate_us = 4000, -- sampled: µs of CPU time between two samples
   diagnosis_s = 10, -- sampled: after a warning, look closer this long
   diagnosis = "sampled", -- that look: samples every 1 ms, or "exact" (the hook)
+  rediagnose_s = 60, -- a plugin looked at again no sooner than this
 }, config.plugins.perfmon)
 local conf = config.plugins.perfmon
 
@@ -138,6 +139,7 @@ local OPTIONS = {
     ("an integer from %d to %d"):format(core_limits.rate_min_us, core_limits.rate_max_us) },
   diagnosis_s = { number_from(0.001), "a positive number of seconds" },
   diagnosis = { function(v) return v == "sampled" or v == "exact" end, '"sampled" or "exact"' },
+  rediagnose_s = { number_from(0.001), "a positive number of seconds" },
 }
 for key, check in pairs(OPTIONS) do
   local v = conf[key]
@@ -146,6 +148,12 @@ for key, check in pairs(OPTIONS) do
       :format(key, type(v) == "string" and ("%q"):format(v) or tostring(v), check[2]),
       ("in %s%sinit.lua"):format(common.home_encode(USERDIR), PATHSEP))
   end
+end
+
+if conf.rediagnose_s < conf.diagnosis_s then
+  return fail(("config.plugins.perfmon.rediagnose_s is %s: at least diagnosis_s (%s) expected; fix it in init.lua")
+    :format(tostring(conf.rediagnose_s), tostring(conf.diagnosis_s)),
+    ("in %s%sinit.lua"):format(common.home_encode(USERDIR), PATHSEP))
 end
 
 local M = { groups = {}, warnings = {}, core = how }
@@ -255,6 +263,7 @@ M.watcher = plugin_watcher.new {
   rate_us = rate_us,
   escalate_ms = conf.mode == "sampled" and conf.diagnosis_s * 1000 or nil,
   diagnosis = conf.mode == "sampled" and conf.diagnosis or nil,
+  rediagnose_ms = conf.mode == "sampled" and conf.rediagnose_s * 1000 or nil,
   on_diagnosis = function(d)
     local st = d.stats or { self_us = 0, events = 0 }
     local method, samples = "measured exactly", ""

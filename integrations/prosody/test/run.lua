@@ -94,8 +94,8 @@ end
 ---------------------------------------------------------------------------
 
 -- opts: perfmon (load mod_perfmon), mode (its perfmon_mode), rate_us (its
--- perfmon_rate_us), diagnosis and diagnosis_mode (its perfmon_diagnosis
--- and perfmon_diagnosis_mode), noop (load
+-- perfmon_rate_us), diagnosis, diagnosis_mode and rediagnose (its
+-- perfmon_diagnosis, perfmon_diagnosis_mode and perfmon_rediagnose), noop (load
 -- mod_noophook), iterations (mod_perfmon_test's burn), jank_ms (the
 -- watcher's threshold; 10 ms), cpu_percent (its perfmon_cpu_percent),
 -- callgrind (run under it).
@@ -142,6 +142,7 @@ VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
       .. (opts.cpu_percent and ("\nperfmon_cpu_percent = %s"):format(opts.cpu_percent) or "")
       .. (opts.diagnosis and ("\nperfmon_diagnosis = %s"):format(opts.diagnosis) or "")
       .. (opts.diagnosis_mode and ("\nperfmon_diagnosis_mode = %q"):format(opts.diagnosis_mode) or "")
+      .. (opts.rediagnose and ("\nperfmon_rediagnose = %s"):format(opts.rediagnose) or "")
       .. (opts.backend and ("\nnetwork_backend = %q"):format(opts.backend) or ""),
     d, HOST, OTHER_HOST, opts.modules and ('Component "conference.%s" "muc"'):format(HOST) or ""))
   f:close()
@@ -574,11 +575,13 @@ local function test()
   test_select()
   test_sampled()
   -- a mode it does not know, a sampled monitor's period out of range
-  -- (perfmon.monitor's error) and a diagnosis mode it does not know
+  -- (perfmon.monitor's error), a diagnosis mode it does not know and
+  -- diagnoses closer together than they last
   test_refused({ mode = "fast" }, "perfmon_mode", 'perfmon_mode = "fast"')
   test_refused({ mode = "sampled", rate_us = 50 }, "rate_us", "perfmon_rate_us = 50")
   test_refused({ mode = "sampled", diagnosis_mode = "slow" }, "perfmon_diagnosis_mode",
     'perfmon_diagnosis_mode = "slow"')
+  test_refused({ mode = "sampled", rediagnose = 5 }, "perfmon_rediagnose", "perfmon_rediagnose = 5")
   print("prosody test: OK")
 end
 
