@@ -5,7 +5,7 @@
 --   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR cost [PAIRS]
 --   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR instructions
 --   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR load
---   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR load-cost [PAIRS]
+--   lua5.4 integrations/prosody/test/run.lua SOURCE_DIR BUILD_DIR load-cost [PAIRS [CONFIGS]]
 --
 -- Starts a throwaway Prosody in the foreground on 127.0.0.1 (free high
 -- ports, its own config and data in a temporary directory, no TLS) with
@@ -761,11 +761,19 @@ end
 -- order alternates, warnings firing as in the test (perfmon_cpu_percent =
 -- 3: perfmon_test is warned about, and in sampled mode each warning opens
 -- the diagnosis).
-local function load_cost(pairs_n)
+local LOAD_CONFIGS = { none = true, sampled = true, ["sampled-0"] = true, exact = true }
+local function load_cost(pairs_n, only)
   local stats = dofile(SOURCE .. "/bench/stats.lua")
   -- "sampled-0": sampled with perfmon_diagnosis = 0, no diagnosis after
-  -- a warning
+  -- a warning.  only: a comma-separated list of these, none first.
   local configs = { "none", "sampled", "sampled-0", "exact" }
+  if only then
+    configs = { "none" }
+    for c in only:gmatch("[^,]+") do
+      check(LOAD_CONFIGS[c], "unknown configuration %q (none, sampled, sampled-0, exact)", c)
+      if c ~= "none" then configs[#configs + 1] = c end
+    end
+  end
   local load = setmetatable({ seconds = 30 }, { __index = LOAD })
   print(("prosody %s, %s; %d CPUs, load %s; %d clients, a message every %.1f s each for %d s, perfmon_test %d calls a message; %d rounds (%s, reversed every other)")
     :format(sh("dpkg-query -W -f '${Version}' prosody 2>/dev/null"), _VERSION, tonumber(sh("nproc")),
@@ -796,9 +804,11 @@ local function load_cost(pairs_n)
   end
   print(("ratios: median (IQR) over %d pairs of rounds"):format(pairs_n))
   for _, r in ipairs { { "sampled", "none", "issue 37: <= 1.10" }, { "sampled-0", "none" }, { "exact", "none" } } do
+    if not times[r[1]] then goto next end
     local q = stats.paired(times, r[1], r[2])
     print(("  %-18s %.3fx (%.3f-%.3f)%s"):format(r[1] .. " / " .. r[2], q.median, q.q1, q.q3,
       r[3] and "   " .. r[3] or ""))
+    ::next::
   end
 end
 
@@ -933,7 +943,7 @@ local function main()
   end
   local run = MODE == "cost" and cost or MODE == "instructions" and instructions
     or MODE == "load" and test_load or MODE == "load-cost" and load_cost or test
-  local ok, err = pcall(run, tonumber(arg[4]) or 5)
+  local ok, err = pcall(run, tonumber(arg[4]) or 5, arg[5])
   if not ok then
     io.stderr:write("FAIL: ", tostring(err), "\n")
     os.exit(1)
