@@ -302,9 +302,10 @@ describe("a sampled monitor", function()
     end
     -- On the tick timer a sample can carry another group's held-back CPU
     -- time (see the bucket case above): two of the twenty quick events may
-    -- alert there, one of janky's ten may not.
+    -- alert there, and a third of janky's ten may not (8 of 10 seen beside
+    -- two busy loops, tools/flaky).
     local tick = core.info().sampled_timer == "tick"
-    assert.is_true((alerts[gj.id] or 0) >= 0.9 * janks,
+    assert.is_true((alerts[gj.id] or 0) >= (tick and 2 / 3 or 0.9) * janks,
       ("janky alerted for %d of %d events"):format(alerts[gj.id] or 0, janks))
     assert.is_true((alerts[gq.id] or 0) <= (tick and 2 or 0),
       ("quick alerted for %d of 20 events"):format(alerts[gq.id] or 0))
