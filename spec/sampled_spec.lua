@@ -14,9 +14,28 @@ local truth = require("spec.support.truth")
 local TOLERANCE = 0.25
 local SLACK_US = 12000
 
+-- On the tick timer a loaded machine skews the samples: beside two busy
+-- loops a plugin that runs first in each event was charged 240-270 ms of
+-- its 384 (docs/performance.md, "The sampled monitors' timers").  There,
+-- when the case's thread got less than LOADED_SHARE of the wall time since
+-- it began (os.clock against the wall clock: the noise measured), the
+-- tolerance is LOADED_TOLERANCE; on the CPU timer, or on an idle machine,
+-- it stays TOLERANCE.
+local LOADED_SHARE, LOADED_TOLERANCE = 0.8, 0.5
+local case_wall, case_cpu
+before_each(function() case_wall, case_cpu = core.wall_us(), os.clock() end)
+
+local function tolerance()
+  if core.info().sampled_timer ~= "tick" then return TOLERANCE end
+  local wall = core.wall_us() - case_wall
+  local cpu = (os.clock() - case_cpu) * 1e6
+  return cpu < LOADED_SHARE * wall and LOADED_TOLERANCE or TOLERANCE
+end
+
 local function assert_near(got_us, want_us, what)
-  local lo = want_us * (1 - TOLERANCE) - SLACK_US
-  local hi = want_us * (1 + TOLERANCE) + SLACK_US
+  local tol = tolerance()
+  local lo = want_us * (1 - tol) - SLACK_US
+  local hi = want_us * (1 + tol) + SLACK_US
   assert(got_us >= lo and got_us <= hi,
     ("%s: charged %.1f ms, expected %.1f ms (%.1f .. %.1f)"):format(
       what, got_us / 1000, want_us / 1000, lo / 1000, hi / 1000))
