@@ -199,6 +199,25 @@ return M]], { core = api })
       :format(found.samples, where.MIN_SAMPLES), where.text(found))
   end)
 
+  it("names a host function once, by its name or where it is defined, long and short", function()
+    local function found(func, library)
+      return { samples = 20, hottest = { host = true, func = func, library = library, share = 0.5,
+        us = 1500, site = { file = "p.lua", line = 3 } } }
+    end
+    local anonymous = { what = "Lua", file = "h.lua", line = 7 }
+    local named = { what = "Lua", name = "fuzzy", file = "h.lua", line = 7 }
+    local c = { what = "C", name = "rep" }
+    assert.are.equal("a host function at h.lua:7, from p.lua:3 (50%)", where.brief(found(anonymous)))
+    assert.are.equal("core's function at h.lua:7, from p.lua:3 (50%)", where.brief(found(anonymous, "core")))
+    assert.are.equal("host function fuzzy, from p.lua:3 (50%)", where.brief(found(named)))
+    assert.are.equal("core's fuzzy, from p.lua:3 (50%)", where.brief(found(named, "core")))
+    assert.are.equal("C function rep, from p.lua:3 (50%)", where.brief(found(c)))
+    assert.are.equal("2 ms in a host function at h.lua:7, called from p.lua:3 (50% of 20 samples)",
+      where.text(found(anonymous)))
+    assert.are.equal("2 ms in core's fuzzy (h.lua:7), called from p.lua:3 (50% of 20 samples)",
+      where.text(found(named, "core")))
+  end)
+
   it("reads only the window asked for", function()
     local g, m = plugin("later", WORKER)
     local p, since = profile(function() perfmon.event(m.run, 100) end)

@@ -224,15 +224,17 @@ local function duration(us)
 end
 
 -- The function called, as the warning names it: a library's by the
--- library's name, one of no group as the host's, a C function as one.
-local function host_name(h)
+-- library's name, one of no group as the host's, a C function as one, one
+-- with no name by where it is defined.  brief: a named one without that.
+local function host_name(h, brief)
   local f = h.func
   if f.what == "C" then return "C function " .. (f.name or "?") end
-  local whose = h.library and (h.library .. "'s ") or "host function "
   if not f.name then
-    whose = h.library and (h.library .. "'s function") or "a host function"
-    return ("%s at %s:%d"):format(whose, f.file, f.line)
+    return ("%s at %s:%d"):format(h.library and (h.library .. "'s function") or "a host function",
+      f.file, f.line)
   end
+  local whose = h.library and (h.library .. "'s ") or "host function "
+  if brief then return whose .. f.name end
   return ("%s%s (%s:%d)"):format(whose, f.name, f.file, f.line)
 end
 
@@ -276,10 +278,7 @@ function where.brief(found)
   if not h.host then
     return ("%s at %s:%d"):format(f.name or "function", h.site.file, h.site.line) .. share
   end
-  local name = f.what == "C" and "C function " .. (f.name or "?")
-    or (h.library and (h.library .. "'s ") or "host function ")
-      .. (f.name or ("function at %s:%d"):format(f.file, f.line))
-  return ("%s, from %s:%d"):format(name, h.site.file, h.site.line) .. share
+  return ("%s, from %s:%d"):format(host_name(h, true), h.site.file, h.site.line) .. share
 end
 
 return where
