@@ -479,6 +479,27 @@ describe("plugin watcher", function()
     for _, x in ipairs(warnings) do assert.equal(busy.id, x.group.id) end
   end)
 
+  it("takes a snapshot to warn, not to poll: a busy group it does not watch costs one", function()
+    local busy, bspin = plugin("pw-snap-busy")
+    local _, lspin = plugin("pw-snap-library", "library")
+    local warnings = {}
+    local pw = new { on_warning = function(w) warnings[#warnings + 1] = w end, cpu_percent = 2, cpu_window_ms = 200 }
+    local snapshots, snapshot = 0, pw.monitor.snapshot
+    pw.monitor.snapshot = function(m) snapshots = snapshots + 1 return snapshot(m) end
+    local polls, t = 0, core.wall_us() + 800 * MS
+    while core.wall_us() < t do
+      perfmon.event(function() bspin(2); lspin(2) end) -- both busy, never janking
+      pw:poll()
+      polls = polls + 1
+    end
+    assert.is_true(#warnings >= 1 and #warnings <= 4, #warnings .. " warnings")
+    for _, w in ipairs(warnings) do assert.equal(busy.id, w.group.id) end
+    -- one for each warning, and one that found the library's kind unwatched
+    assert.is_true(snapshots >= #warnings and snapshots <= #warnings + 1,
+      ("%d snapshots for %d warnings in %d polls"):format(snapshots, #warnings, polls))
+    assert.is_true(polls > 2 * snapshots, polls .. " polls")
+  end)
+
   it("warns in sampled mode, then diagnoses at a higher rate, ended at its window inside a long event", function()
     truth.alone(pending)
     local janky, jspin = plugin("pw-window-janky")

@@ -219,7 +219,8 @@ end
 function PluginWatcher.new(opts)
   check_options(opts)
   local self = setmetatable({ on_warning = opts.on_warning, ignored = {},
-    alert_times = {}, warned = {}, samples = {}, closed = false,
+    alert_times = {}, warned = {}, samples = {}, spare = {}, at_base = {},
+    unwatched = {}, polls = 0, closed = false,
     escalate_ms = opts.escalate_ms, on_diagnosis = opts.on_diagnosis,
     diagnosis_mode = opts.diagnosis or "sampled",
     diagnosis_rate_us = opts.diagnosis_rate_us or DIAGNOSIS_RATE_US,
@@ -288,10 +289,15 @@ function PluginWatcher:_watched(source)
 end
 
 -- At most one warning per plugin per window: the first one says it all.
--- since_us, until_us: its window, µs since the epoch (until_us nil: now).
+function PluginWatcher:_warned_within(id, now, window_ms)
+  local last = self.warned[id]
+  return last ~= nil and now - last < window_ms * 1000
+end
+
+-- since_us, until_us: the warning's window, µs since the epoch (until_us
+-- nil: now).
 function PluginWatcher:_warn(source, now, window_ms, w, snap, since_us, until_us)
-  local last = self.warned[source.id]
-  if last and now - last < window_ms * 1000 then return end
+  if self:_warned_within(source.id, now, window_ms) then return end
   self.warned[source.id] = now
   w.group, w.window_ms = source, window_ms
   local found, text = self:_where(source, snap, since_us, until_us)
@@ -396,6 +402,56 @@ function PluginWatcher:_alerts(batch)
   end
 end
 
+-- A CPU sample: the CPU and self µs of every live group (core.times: a
+-- flat list of id, cpu_us, self_us), read into a list kept from a sample
+-- that left the window.  A snapshot a second, with its table per group,
+-- was most of a busy server's cost of sampled mode: garbage for its
+-- collector, and ten snapshots live in the window.
+function PluginWatcher:_sample(now)
+  local s = table.remove(self.spare) or { list = {} }
+  local n = core.times(s.list)
+  for i = #s.list, n + 1, -1 do s.list[i] = nil end
+  s.time = now
+  return s
+end
+
+-- The groups above cpu_percent from base to the newest sample, warned
+-- about unless warned within the window; a snapshot (a group's name and
+-- kind, the libraries for where) only when there is one to warn about.
+-- Groups not watched (their kind, the ignore list: neither changes) are
+-- remembered as long as they live, so that a busy one costs no snapshot.
+function PluginWatcher:_judge(base, newest, now)
+  local wall, window_ms = now - base.time, self.cpu_window_ms
+  local offset = self.time == "self" and 3 or 2 -- self_us or cpu_us
+  local at_base, list, snap = self.at_base, newest.list, nil
+  self.polls = self.polls + 1
+  for i = 1, #base.list, 3 do at_base[base.list[i]] = base.list[i + offset - 1] end
+  for i = 4, #list, 3 do -- after the process's
+    local id = list[i]
+    local percent = 100 * (list[i + offset - 1] - (at_base[id] or 0)) / wall
+    if self.unwatched[id] then
+      self.unwatched[id] = self.polls
+    elseif percent >= self.cpu_percent and not self:_warned_within(id, now, window_ms) then
+      snap = snap or self.monitor:snapshot()
+      local st = snap.groups[id]
+      if not st or not self:_watched(st) then -- (not st: it died since)
+        self.unwatched[id] = self.polls
+      else
+        local source = { id = st.id, name = st.name, kind = st.kind, memberships = st.memberships }
+        self:_warn(source, now, window_ms, {
+          reason = "cpu", cpu_percent = percent,
+          message = ("plugin '%s' is slowing things down: it used %.0f%% of the CPU over the last %.1f s")
+            :format(st.name, percent, wall / 1e6),
+        }, snap, snap.time - wall, snap.time)
+      end
+    end
+  end
+  for id in pairs(at_base) do at_base[id] = nil end
+  for id, poll in pairs(self.unwatched) do
+    if poll ~= self.polls then self.unwatched[id] = nil end -- a group gone
+  end
+end
+
 --- Samples the plugins' CPU time and warns about those above cpu_percent
 -- over the last window.  Runs on its own after events; hosts with long idle
 -- periods may call it from their idle loop.
@@ -411,29 +467,14 @@ function PluginWatcher:poll()
     local markers = self.own_profiler.markers
     for i = #markers, 1, -1 do markers[i] = nil end
   end
-  local snap = self.monitor:snapshot()
   local samples = self.samples
-  samples[#samples + 1] = { time = now, snap = snap }
-  local window = self.cpu_window_ms * 1000
+  samples[#samples + 1] = self:_sample(now)
   -- keep the newest sample at least a window old: the base of the window
-  while #samples > 1 and now - samples[2].time >= window do table.remove(samples, 1) end
-  local base = samples[1]
-  if now - base.time < window then return end
-  local wall = now - base.time
-  for id, st in pairs(snap.groups) do
-    local old = base.snap.groups[id]
-    local field = self.time == "self" and "self_us" or "cpu_us"
-    local used = st[field] - (old and old[field] or 0)
-    local percent = 100 * used / wall
-    if percent >= self.cpu_percent and self:_watched(st) then
-      local source = { id = st.id, name = st.name, kind = st.kind, memberships = st.memberships }
-      self:_warn(source, now, self.cpu_window_ms, {
-        reason = "cpu", cpu_percent = percent,
-        message = ("plugin '%s' is slowing things down: it used %.0f%% of the CPU over the last %.1f s")
-          :format(st.name, percent, wall / 1e6),
-      }, snap, snap.time - wall, snap.time)
-    end
+  local window = self.cpu_window_ms * 1000
+  while #samples > 1 and now - samples[2].time >= window do
+    self.spare[#self.spare + 1] = table.remove(samples, 1)
   end
+  if now - samples[1].time >= window then self:_judge(samples[1], samples[#samples], now) end
 end
 
 --- Never warn about the plugin with this name (a group's name).
