@@ -433,6 +433,41 @@ describe("a sampled monitor", function()
     assert.is_nil(core.info().sampled_timer)
   end)
 
+  it("runs on the timer its first monitor asks for, and refuses another while it runs", function()
+    truth.alone(pending)
+    local _, a = plugin("a", "return function(ms) local us = burn(ms) return us end")
+    local tick = perfmon.monitor { "jank", mode = "sampled", timer = "tick" }
+    assert.equals("tick", core.info().sampled_timer)
+    local s0 = core.info().samples
+    perfmon.event(function() a(40) end)
+    assert.is_true(core.info().samples > s0, "no sample on the tick timer")
+    local joined = perfmon.monitor { "jank", mode = "sampled", rate_us = 1000 } -- whichever runs
+    joined:close()
+    local ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", timer = "cpu" })
+    assert.is_false(ok)
+    assert.matches('the sampled monitors open run on the "tick" timer: "cpu" only once they are closed', err, 1, true)
+    assert.equals(1, core.info().sampled_monitors)
+    tick:close()
+    assert.is_nil(core.info().sampled_timer)
+    -- "cpu" asked for: the CPU timer where the kernel gives it, else the tick timer
+    local cpu = perfmon.monitor { "jank", mode = "sampled", timer = "cpu" }
+    local timer = core.info().sampled_timer
+    cpu:close()
+    assert.is_truthy(timer == "cpu" or timer == "tick", tostring(timer))
+  end)
+
+  it("refuses a timer that is not \"cpu\" or \"tick\", or for an exact monitor", function()
+    for _, bad in ipairs { "precise", "", "tick\0x", "TICK", 1, true, {} } do
+      local ok, err = pcall(perfmon.monitor, { "jank", mode = "sampled", timer = bad })
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to 'perfmon.monitor' (timer \"cpu\" or \"tick\" expected, got ", err, 1, true)
+    end
+    local ok, err = pcall(perfmon.monitor, { "jank", timer = "tick" })
+    assert.is_false(ok)
+    assert.matches('timer is for a monitor of mode "sampled"', err, 1, true)
+    assert.equals(0, core.info().sampled_monitors)
+  end)
+
   -- Two busy processes, one for each of the CPUs this spec expects, run by
   -- f(); stopped by their PIDs whatever f does.
   local function loaded(f)

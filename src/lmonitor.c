@@ -10,6 +10,7 @@
 #include "largs.h"
 #include "monitor.h"
 #include "sampled.h"
+#include "sampler.h"
 #include "stopwatch.h"
 
 const char *const pm_probe_names[] = {"jank",   "blocking", "ticks",
@@ -51,26 +52,43 @@ static const char *probe_list (lua_State *L) {
 }
 
 /* The `mode` field of the probes table: 0 exact (the default), 1 sampled. */
-static int check_mode (lua_State *L) {
-  static const char *const modes[] = {"exact", "sampled", NULL};
+/* The index in choices of the probes table's field, or -1 without one;
+** anything else is an error naming what was expected. */
+static int check_choice (lua_State *L, const char *field,
+                         const char *const choices[], const char *expected) {
   int k = 0;
   size_t len;
   const char *s;
-  if (lua_getfield(L, 1, "mode") == LUA_TNIL) {
+  if (lua_getfield(L, 1, field) == LUA_TNIL) {
     lua_pop(L, 1);
-    return 0;
+    return -1;
   }
   s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-  while (s != NULL && modes[k] != NULL &&
-         (strlen(modes[k]) != len || memcmp(s, modes[k], len) != 0))
+  while (s != NULL && choices[k] != NULL &&
+         (strlen(choices[k]) != len || memcmp(s, choices[k], len) != 0))
     k++;
-  if (s == NULL || modes[k] == NULL)
-    monitor_argerror(
-        L, lua_pushfstring(L, "mode \"exact\" or \"sampled\" expected, got %s",
-                           s != NULL ? pm_lpush_quoted(L, -1)
-                                     : luaL_typename(L, -1)));
+  if (s == NULL || choices[k] == NULL)
+    monitor_argerror(L, lua_pushfstring(L, "%s %s expected, got %s", field,
+                                        expected,
+                                        s != NULL ? pm_lpush_quoted(L, -1)
+                                                  : luaL_typename(L, -1)));
   lua_pop(L, 1);
   return k;
+}
+
+static int check_mode (lua_State *L) {
+  static const char *const modes[] = {"exact", "sampled", NULL};
+  int k = check_choice(L, "mode", modes, "\"exact\" or \"sampled\"");
+  return k < 0 ? 0 : k;
+}
+
+/* The `timer` field, for a sampled monitor: "cpu" or "tick" (sampled.h). */
+static int check_timer (lua_State *L, int sampled) {
+  static const char *const timers[] = {"cpu", "tick", NULL};
+  int k = check_choice(L, "timer", timers, "\"cpu\" or \"tick\"");
+  if (k >= 0 && !sampled)
+    monitor_argerror(L, "timer is for a monitor of mode \"sampled\"");
+  return k < 0 ? PM_SAMPLED_ANY_TIMER : k == 0 ? PM_TIMER_CPU : PM_TIMER_TICK;
 }
 
 /* The `rate_us` field of the probes table, for a sampled monitor: how
@@ -135,12 +153,14 @@ static double check_window (lua_State *L, int sampled) {
 ** one.  One windowed monitor at a time: its window's figures are the
 ** groups' one pm_WindowStats. */
 static int l_open (lua_State *L) {
-  static const char *const fields[] = {"mode", "rate_us", "window_ms", NULL};
+  static const char *const fields[] = {"mode", "rate_us", "window_ms", "timer",
+                                       NULL};
   pm_State *S = pm_lstate(L);
   const char *err;
   lua_Integer i;
   unsigned mask = 0;
   uint32_t rate;
+  int timer;
   double window;
   if (!lua_istable(L, 1))
     monitor_argerror(L,
@@ -172,13 +192,15 @@ static int l_open (lua_State *L) {
                                         probe_list(L)));
   rate = check_rate(L, check_mode(L));
   window = check_window(L, rate != 0);
+  timer = check_timer(L, rate != 0);
   if (window > 0 && pm_sampled_windowed(S))
     return luaL_error(L, "perfmon: a monitor with window_ms is open already "
                          "(one at a time)");
   if (window > 0)
     pm_sw_window(&S->e, window * 1000);
-  if ((err = pm_monitor_open(
-           L, S, mask, rate | (window > 0 ? PM_SAMPLED_WINDOW : 0))) != NULL) {
+  if ((err = pm_monitor_open(L, S, mask,
+                             rate | (window > 0 ? PM_SAMPLED_WINDOW : 0),
+                             timer)) != NULL) {
     pm_sw_window_end(&S->e);
     return luaL_error(L, "perfmon: %s", err);
   }

@@ -20,7 +20,7 @@ static void share (lua_State *L, pm_State *S) {
 ** every coroutine the hook.  Both change what functions resolve to: what
 ** was resolved before (by a profiler, or without the hook) goes, once. */
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
-                             uint32_t rate_us) {
+                             uint32_t rate_us, int timer) {
   const char *err;
   int forget = S->e.monitors == 0, sampled = rate_us != 0;
   /* the sets go with the last exact monitor, and the empty one with them */
@@ -31,7 +31,7 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
     pm_resolve_discover(L, S);
     S->hook_lost = 0; /* monitoring restarts: a loss before it is not its */
   }
-  if (sampled && (err = pm_sampled_open(S, rate_us)) != NULL)
+  if (sampled && (err = pm_sampled_open(S, rate_us, timer)) != NULL)
     return err;
   if (!sampled && S->exact == 0 && !pm_hook_adopt(L, S))
     return "not enough memory";

@@ -19,10 +19,11 @@
 #include "state.h"
 
 /* A monitor of probes opens or closes: exact (rate_us 0), or sampled every
-** rate_us µs of CPU time.  Opening returns an error message or NULL;
-** closing a monitor of a mode none is open of does nothing. */
+** rate_us µs of CPU time on the timer it asks for (sampled.h).  Opening
+** returns an error message or NULL; closing a monitor of a mode none is
+** open of does nothing. */
 const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
-                             uint32_t rate_us);
+                             uint32_t rate_us, int timer);
 void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
                        uint32_t rate_us);
 /* lua_close: every monitor left open goes, the samplers' timer with it. */

@@ -259,10 +259,13 @@ void pm_sampled_loop (lua_State *L, pm_State *S) {
 ** =======================================================
 */
 
-/* The CPU timer, unless PERFMON_SAMPLED_TIMER=tick asks for the one it
-** falls back to (the specs run both). */
-static int sampled_timer (void) {
+/* The timer a monitor asked for, else the CPU timer, unless
+** PERFMON_SAMPLED_TIMER=tick asks for the one it falls back to (the specs
+** run both). */
+static int sampled_timer (int asked) {
   const char *force = getenv("PERFMON_SAMPLED_TIMER");
+  if (asked != PM_SAMPLED_ANY_TIMER)
+    return asked;
   return force != NULL && strcmp(force, "tick") == 0 ? PM_TIMER_TICK
                                                      : PM_TIMER_CPU;
 }
@@ -290,11 +293,19 @@ static void retime (pm_State *S) {
     pm_sampler_retime(sm, shortest(S));
 }
 
-const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
+const char *pm_sampled_open (pm_State *S, uint32_t rate_us, int timer) {
   pm_Sampler *sm;
   const char *err;
-  uint32_t *r = pm_grow(&S->e, S->rates, S->nsampled, S->nsampled + 1,
-                        &S->rates_cap, sizeof(*r), 4);
+  uint32_t *r;
+  if (S->nsampled > 0 && timer != PM_SAMPLED_ANY_TIMER &&
+      timer != S->sampled_asked)
+    return timer == PM_TIMER_TICK
+               ? "the sampled monitors open run on the \"cpu\" timer: "
+                 "\"tick\" only once they are closed"
+               : "the sampled monitors open run on the \"tick\" timer: "
+                 "\"cpu\" only once they are closed";
+  r = pm_grow(&S->e, S->rates, S->nsampled, S->nsampled + 1, &S->rates_cap,
+              sizeof(*r), 4);
   if (r == NULL)
     return "not enough memory";
   S->rates = r;
@@ -308,7 +319,7 @@ const char *pm_sampled_open (pm_State *S, uint32_t rate_us) {
   if ((sm = pm_alloc(&S->e, sizeof(*sm))) == NULL)
     return "not enough memory";
   pm_sampler_init(sm, S, take);
-  sm->timer = sampled_timer();
+  sm->timer = S->sampled_asked = sampled_timer(timer);
   sm->period_ns = (uint64_t)(rate_us & ~PM_SAMPLED_WINDOW) * 1000u;
   sm->tick_period_ns = PM_SAMPLED_TICK_NS;
   if ((err = pm_sampler_start(sm)) != NULL) {

@@ -27,7 +27,13 @@
 ** the window is open, and the timer goes back to the others' rate at the
 ** sample that ends it.  Opening returns an error message or NULL. */
 #define PM_SAMPLED_WINDOW 0x80000000u
-const char *pm_sampled_open (pm_State *S, uint32_t rate_us);
+/* timer: the PM_TIMER_* (sampler.h) the monitor asks for, CPU or TICK, or
+** PM_SAMPLED_ANY_TIMER: the one running, else the CPU timer (the tick
+** timer with PERFMON_SAMPLED_TIMER=tick in the environment).  The first
+** sampled monitor's decides; one that asks for another while it runs is
+** refused. */
+#define PM_SAMPLED_ANY_TIMER (-1)
+const char *pm_sampled_open (pm_State *S, uint32_t rate_us, int timer);
 void pm_sampled_close (pm_State *S, uint32_t rate_us);
 /* Whether a windowed monitor is open. */
 int pm_sampled_windowed (const pm_State *S);

@@ -64,6 +64,7 @@ struct pm_State {
   /* sampled.c: how many sampled monitors are open (their sampler is
   ** samplers[PM_SAMPLER_MONITOR]), and each one's period in µs */
   int nsampled;
+  int sampled_asked; /* the timer the first sampled monitor asked for */
   int rates_cap;
   uint32_t *rates;
   /* where each nested loop level was entered: a thread and its frame,

@@ -50,7 +50,17 @@ if diagnosis_mode ~= "sampled" and diagnosis_mode ~= "exact" then
 	error(("mod_perfmon: perfmon_diagnosis_mode = %q is not understood, expecting \"sampled\" or \"exact\"")
 		:format(diagnosis_mode), 0);
 end
-local monitor = perfmon.monitor { "jank", "ticks", mode = mode, rate_us = rate_us };
+-- Sampled: the timer, "tick" (the thread's CPU clock, checked at each
+-- scheduler tick: at most one sample a tick, HZ a second) or "cpu" (a perf
+-- event on the thread's CPU time: any rate, but the kernel starts and
+-- stops its timer each time the thread wakes and sleeps, some 2.5 µs a
+-- wake in a virtual machine, and a server wakes for every read).  Every
+-- sampled monitor runs on the one this module's opens first.
+local timer = mode == "sampled" and module:get_option_string("perfmon_timer", "tick") or nil;
+if timer and timer ~= "tick" and timer ~= "cpu" then
+	error(("mod_perfmon: perfmon_timer = %q is not understood, expecting \"tick\" or \"cpu\""):format(timer), 0);
+end
+local monitor = perfmon.monitor { "jank", "ticks", mode = mode, rate_us = rate_us, timer = timer };
 
 ---------------------------------------------------------------------------
 -- Prosody's own code as libraries

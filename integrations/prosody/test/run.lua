@@ -139,6 +139,7 @@ VirtualHost "%s" -- idle: its instance of perfmon_test must be charged nothing
     opts.host_ms or 0, opts.calls or 0,
     (opts.mode and ("perfmon_mode = %q"):format(opts.mode) or "")
       .. (opts.rate_us and ("\nperfmon_rate_us = %s"):format(opts.rate_us) or "")
+      .. (opts.timer and ("\nperfmon_timer = %q"):format(opts.timer) or "")
       .. (opts.cpu_percent and ("\nperfmon_cpu_percent = %s"):format(opts.cpu_percent) or "")
       .. (opts.diagnosis and ("\nperfmon_diagnosis = %s"):format(opts.diagnosis) or "")
       .. (opts.diagnosis_mode and ("\nperfmon_diagnosis_mode = %q"):format(opts.diagnosis_mode) or "")
@@ -761,16 +762,17 @@ end
 -- order alternates, warnings firing as in the test (perfmon_cpu_percent =
 -- 3: perfmon_test is warned about, and in sampled mode each warning opens
 -- the diagnosis).
-local LOAD_CONFIGS = { none = true, sampled = true, ["sampled-0"] = true, exact = true }
+local LOAD_CONFIGS = { none = true, sampled = true, ["sampled-0"] = true, ["sampled-cpu"] = true, exact = true }
 local function load_cost(pairs_n, only)
   local stats = dofile(SOURCE .. "/bench/stats.lua")
   -- "sampled-0": sampled with perfmon_diagnosis = 0, no diagnosis after
-  -- a warning.  only: a comma-separated list of these, none first.
+  -- a warning; "sampled-cpu": sampled on the "cpu" timer (perfmon_timer).
+  -- only: a comma-separated list of these, none first.
   local configs = { "none", "sampled", "sampled-0", "exact" }
   if only then
     configs = { "none" }
     for c in only:gmatch("[^,]+") do
-      check(LOAD_CONFIGS[c], "unknown configuration %q (none, sampled, sampled-0, exact)", c)
+      check(LOAD_CONFIGS[c], "unknown configuration %q (none, sampled, sampled-0, sampled-cpu, exact)", c)
       if c ~= "none" then configs[#configs + 1] = c end
     end
   end
@@ -785,6 +787,7 @@ local function load_cost(pairs_n, only)
     local opts = setmetatable({ jank_ms = 50, cpu_percent = 3 }, { __index = LOAD_OPTS })
     if c ~= "none" then opts.perfmon, opts.mode = true, c:match("^%a+") end
     if c == "sampled-0" then opts.diagnosis = 0 end
+    if c == "sampled-cpu" then opts.timer = "cpu" end
     local us, log = with_server(opts, function(srv)
       local r, _, _, cpu = run_load(srv, load)
       check(r.delivered == r.sent, "%d of %d messages delivered", r.delivered, r.sent)
@@ -803,7 +806,8 @@ local function load_cost(pairs_n, only)
     print(("  %-18s %.0f (%.0f-%.0f)"):format(c, stats.median(xs), stats.quantile(xs, 0.25), stats.quantile(xs, 0.75)))
   end
   print(("ratios: median (IQR) over %d pairs of rounds"):format(pairs_n))
-  for _, r in ipairs { { "sampled", "none", "issue 37: <= 1.10" }, { "sampled-0", "none" }, { "exact", "none" } } do
+  for _, r in ipairs { { "sampled", "none", "issue 37: <= 1.10" }, { "sampled-0", "none" }, { "sampled-cpu", "none" },
+    { "exact", "none" } } do
     if not times[r[1]] then goto next end
     local q = stats.paired(times, r[1], r[2])
     print(("  %-18s %.3fx (%.3f-%.3f)%s"):format(r[1] .. " / " .. r[2], q.median, q.q1, q.q3,
