@@ -1074,7 +1074,7 @@ describe("perfmon API", function()
       { "group{..., library=1}", function() perfmon.group{ name = "a", kind = "plugin", library = 1 } end,
         { "bad argument #1 to 'perfmon.group'", "field 'library' must be a boolean, got number" } },
       { "monitor{..., rate=1}", function() perfmon.monitor{ "jank", rate = 1 } end,
-        { "bad argument #1 to 'perfmon.monitor'", 'unknown field "rate" (a list, and fields: mode, rate_us, window_ms)' } },
+        { "bad argument #1 to 'perfmon.monitor'", 'unknown field "rate" (a list, and fields: mode, rate_us, window_ms, timer)' } },
       { "monitor{\"jank\", nil, \"ticks\"}", function() perfmon.monitor{ "jank", nil, "ticks" } end,
         { "bad argument #1 to 'perfmon.monitor'", "unknown field [3]" } },
       -- types are not converted: a number is no prefix

@@ -172,6 +172,46 @@ describe("debug.sethook while perfmon monitors", function()
     assert.equals(raw_gethook, debug.gethook)
   end)
 
+  -- A sample request (a sampled monitor's, the profiler's) sets a count
+  -- hook on the running thread from a signal handler, at any instant, also
+  -- inside debug.gethook: it must never show, or util.async's copy raises
+  -- "bad argument #2 to 'sethook' (function expected, got string)".
+  it("hides a sample request's hook from debug.gethook, at any instant", function()
+    alone(pending)
+    local Profiler = require("perfmon.profiler")
+    local function copies(seconds) -- util/async.lua's copy, over and over
+      local shown, t0 = 0, os.clock()
+      while os.clock() - t0 < seconds do
+        for _ = 1, 200 do
+          local co = coroutine.create(function() end)
+          if debug.gethook() ~= nil then shown = shown + 1 end
+          debug.sethook(co, debug.gethook())
+        end
+      end
+      return shown
+    end
+    for _, timer in ipairs { "cpu", "tick" } do
+      local m = perfmon.monitor{ "jank", mode = "sampled", rate_us = 100, timer = timer }
+      local samples = perfmon.info().samples
+      assert.equals(0, copies(0.3), timer .. " timer")
+      assert.is_true(perfmon.info().samples > samples, "no sample on the " .. timer .. " timer")
+      m:close()
+    end
+    local p = Profiler.new()
+    p:start(100)
+    local ok, shown = pcall(copies, 0.3)
+    local samples = p:results().samples
+    p:stop()
+    assert.is_true(ok, shown)
+    assert.equals(0, shown, "the profiler")
+    assert.is_true(samples > 0, "no profiler sample")
+    assert.equals(raw_gethook, debug.gethook) -- the library's own again
+    raw_sethook(foreign, "r", 7) -- a program's hook shows while sampling
+    local m <close> = perfmon.monitor{ "jank", mode = "sampled" }
+    assert.same({ foreign, "r", 7 }, { debug.gethook() })
+    raw_sethook()
+  end)
+
   it("gives debug.sethook back when the last monitor closes, with the program's hook", function()
     alone(pending)
     local m1 = perfmon.monitor{ "ticks" }

@@ -98,15 +98,27 @@ static int hooks_set (lua_State *L) {
   return 0;
 }
 
-/* debug.gethook([thread]): the program's hook, never perfmon's. */
+/* debug.gethook([thread]): the program's hook, never perfmon's.  With no
+** exact monitor, perfmon's hook on a thread is a sample request's, which
+** a program's hook keeps off (hook.h): the program has none.  A request
+** may come at any instant, also inside the debug library's gethook: that
+** one is called only for a program's hook, which no request replaces. */
 static int hooks_get (lua_State *L) {
   pm_State *S = pm_lstate(L);
   int arg, mask, count, n = 0;
   lua_State *co = hook_thread(L, &arg);
   char smask[4];
   lua_Hook h;
-  if (S->exact == 0 || !pm_hook_owns(S, co))
+  if (lua_gethook(co) == NULL) {
+    luaL_pushfail(L);
+    return 1;
+  }
+  if (!pm_hook_owns(S, co))
     return call_raw(L, 2);
+  if (S->exact == 0) {
+    luaL_pushfail(L);
+    return 1;
+  }
   if ((h = pm_hook_chained(S, co, &mask, &count)) == NULL) {
     luaL_pushfail(L);
     return 1;
@@ -141,7 +153,8 @@ static const char hooks_key = 0;
 enum { HOOKS_LIB = 1, HOOKS_RAW = 2, HOOKS_SHARED = 4, HOOKS_NAME = 6 };
 
 /* debug.sethook and debug.gethook: the shared two while exact monitors are
-** open (shared), the debug library's own otherwise; two that a program
+** open or a sampler runs (shared: monitor.h), the debug library's own
+** otherwise; two that a program
 ** put there stay.  Called where the count of exact monitors changes, and
 ** it neither allocates nor calls: a monitor closed deep in an error's
 ** handling, where no call can be made any more, still sets them right. */

@@ -9,10 +9,17 @@
 #include "sampled.h"
 #include "stopwatch.h"
 
-/* debug.sethook is shared while exact monitors are open. */
+/* debug.sethook is shared while exact monitors are open or a sampler runs
+** (monitor.h). */
 static void share (lua_State *L, pm_State *S) {
+  int sampling = S->samplers[PM_SAMPLER_MONITOR] != NULL ||
+                 S->samplers[PM_SAMPLER_PROFILER] != NULL;
   if (S->hooks_shared != NULL)
-    S->hooks_shared(L, S->exact > 0);
+    S->hooks_shared(L, S->exact > 0 || sampling);
+}
+
+void pm_monitor_share (lua_State *L, pm_State *S) {
+  share(L, S);
 }
 
 /* The first monitor of either mode finds the chunks and environments of

@@ -9,9 +9,10 @@
 ** chunks and environments in the heap (resolve.c) and starts the
 ** stopwatch; the first exact one installs the hook (hook.h), the last takes
 ** it away; the last of either mode forgets every cached function and set.
-** And debug.sethook is shared while exact monitors are open: this room
-** tells S->hooks_shared (lhooks.c registers it) whenever the count of exact
-** monitors may have crossed zero.
+** And debug.sethook is shared while exact monitors are open or a sampler
+** runs (a sampled monitor's, the profiler's: their sample requests set a
+** count hook that debug.gethook must not show): this room tells
+** S->hooks_shared (lhooks.c registers it) whenever either may have changed.
 */
 #ifndef PM_MONITOR_H
 #define PM_MONITOR_H
@@ -26,6 +27,8 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
                              uint32_t rate_us, int timer);
 void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
                        uint32_t rate_us);
+/* A sampler started or stopped (the profiler's): the sharing follows. */
+void pm_monitor_share (lua_State *L, pm_State *S);
 /* lua_close: every monitor left open goes, the samplers' timer with it. */
 void pm_monitor_free (lua_State *L, pm_State *S);
 

@@ -11,6 +11,7 @@
 
 #include "coroutines.h"
 #include "hook.h"
+#include "monitor.h"
 #include "sample.h"
 #include "sampler.h"
 
@@ -53,6 +54,8 @@ void pm_profiler_stop (lua_State *L, pm_Profiler *P, int idx, int state) {
   if (S->profiler == P) {
     S->profiler = NULL;
     S->samplers[PM_SAMPLER_PROFILER] = NULL;
+    if (!S->closed)
+      pm_monitor_share(L, S);
   }
   if (pm_sample_running(L) == P) {
     lua_pushboolean(L, 0);
@@ -111,6 +114,7 @@ static void start (lua_State *L, pm_Profiler *P, int idx, uint32_t rate_us,
   P->interval_us = (double)rate_us;
   S->profiler = P;
   S->samplers[PM_SAMPLER_PROFILER] = &P->s;
+  pm_monitor_share(L, S); /* neither allocates nor raises */
   P->state = PM_PROF_RUNNING;
   P->cycles_seen = P->cycles;
   P->since_us = pm_wall_us();
