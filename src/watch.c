@@ -52,41 +52,43 @@ static PM_NOINLINE void *counted_point (pm_State *S, void *ptr, size_t osize,
   return block;
 }
 
-/* Any other is counted before it is made, and taken back if the host
-** refuses it (Lua then collects and asks again), so that the state alone
-** lives across the host's allocator.  With no block, osize is the kind of
-** object: a new block grows by all of nsize.  A block that shrinks or
-** keeps its size is not counted. */
+/* Any other's bytes are counted before it is made, and taken back if the
+** host refuses it (Lua then collects and asks again), so that the state
+** alone lives across the host's allocator; the block it made, once
+** granted.  Inline: made is a constant at each call. */
+static PM_INLINE void *counted (pm_State *S, void *ptr, size_t osize,
+                                size_t nsize, size_t grown, int made) {
+  uint64_t bytes = S->e.allocs.bytes + grown;
+  void *block;
+  if (PM_UNLIKELY(bytes > S->e.alloc_next))
+    return counted_point(S, ptr, osize, nsize, grown, made);
+  S->e.allocs.bytes = bytes;
+  S->asked = grown;
+  block = S->e.falloc(S->e.fud, ptr, osize, nsize);
+  if (PM_UNLIKELY(block == NULL))
+    S->e.allocs.bytes -= S->asked;
+  else
+    S->e.allocs.count += (uint64_t)made;
+  return block;
+}
+
+/* With no block, osize is the kind of object: a new block grows by all of
+** nsize.  A block that shrinks or keeps its size is not counted. */
 static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
                                         size_t nsize) {
-  uint64_t grown, made, bytes;
-  void *block;
   if (ptr == NULL)
-    grown = nsize, made = 1;
-  else if (nsize > osize)
-    grown = nsize - osize, made = 0;
-  else
-    return S->e.falloc(S->e.fud, ptr, osize, nsize);
-  bytes = S->e.allocs.bytes + grown;
-  if (PM_UNLIKELY(bytes > S->e.alloc_next))
-    return counted_point(S, ptr, osize, nsize, grown, (int)made);
-  S->e.allocs.bytes = bytes;
-  S->e.allocs.count += made;
-  S->asked.bytes = grown;
-  S->asked.count = made;
-  block = S->e.falloc(S->e.fud, ptr, osize, nsize);
-  if (PM_UNLIKELY(block == NULL)) {
-    S->e.allocs.bytes -= S->asked.bytes;
-    S->e.allocs.count -= S->asked.count;
-  }
-  return block;
+    return counted(S, ptr, osize, nsize, nsize, 1);
+  if (nsize > osize)
+    return counted(S, ptr, osize, nsize, nsize - osize, 0);
+  return S->e.falloc(S->e.fud, ptr, osize, nsize);
 }
 
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL && pm_map_may_hold(&S->e.keyed, ptr))
-    return watch_free(S, ptr, osize);
-  if (PM_UNLIKELY(S->e.count_allocs) && nsize != 0)
+  if (nsize == 0) {
+    if (ptr != NULL && pm_map_may_hold(&S->e.keyed, ptr))
+      return watch_free(S, ptr, osize);
+  } else if (PM_UNLIKELY(S->e.count_allocs))
     return counted_alloc(S, ptr, osize, nsize);
   return S->e.falloc(S->e.fud, ptr, osize, nsize);
 }
