@@ -60,7 +60,7 @@ static int frames_first (Frames *f, lua_State *T) {
 
 /* The set of frame f: a recursion's frames run one function, whose set is
 ** looked up once. */
-static const pm_Set *frames_set (pm_State *S, Frames *f) {
+static PM_INLINE const pm_Set *frames_set (pm_State *S, Frames *f) {
   const void *fn;
   if (!S->frame_direct)
     return set_of(S, f->T, &f->ar);
