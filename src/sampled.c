@@ -228,7 +228,8 @@ static void retime (pm_State *S);
 
 /* L answers: a sample of the CPU time where a period passed (weight: the
 ** CPU clock says how much it charges), a sample of the allocations due
-** from the frame that made the last of them. */
+** from the frame that made the last of them, unless a deep walk holds it
+** off (a sample of the CPU time comes meanwhile too). */
 static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   pm_State *S = sm->S;
   if (weight != 0) {
@@ -239,7 +240,8 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
     if (charge)
       walk_all(S, L, NULL);
   }
-  if (pm_sw_sample(&S->e, 1, S->exact == 0)) {
+  if (S->e.allocs.bytes >= S->alloc_hold &&
+      pm_sw_sample(&S->e, 1, S->exact == 0)) {
     int n = walk_all(S, L, S->alloc_thread == L ? S->alloc_ci : NULL);
     S->alloc_hold =
         S->e.allocs.bytes + (uint64_t)(n / PM_WALK_FRAMES) * S->e.alloc_stride;
