@@ -1,11 +1,13 @@
--- bench/memory_probe.lua [ROUNDS]: see bench/memory_probe.
+-- bench/memory_probe.lua [ROUNDS | --once WORKLOAD MODE PROBE,... [RATE_US]]:
+-- see bench/memory_probe.
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
 
 local perfmon = require("perfmon")
 local plugin = require("plugin")
 local stats = require("stats")
 
-local rounds = tonumber(arg[1] or "") or 12
+local once = arg[1] == "--once"
+local rounds = not once and tonumber(arg[1] or "") or 12
 
 -- An allocation-heavy workload: three plugins, each 16 frames deep when
 -- it allocates (a sample's walk reads them all), building lists of small
@@ -81,6 +83,18 @@ local deep = {
 
 local function workload(name)
   return ({ allocs = allocs, deep = deep })[name] or require("workloads." .. name)
+end
+
+-- --once: one quarter-size run of one workload under one monitor, for a
+-- count of the instructions the whole process runs (callgrind).
+if once then
+  local w, mode, probes = workload(arg[2]), arg[3], {}
+  for p in (arg[4] or ""):gmatch("[^,]+") do probes[#probes + 1] = p end
+  probes.mode, probes.rate_us = mode, tonumber(arg[5] or "")
+  local inst = w.setup(math.max(1, math.floor(w.units / 4)))
+  local _ <close> = perfmon.monitor(probes)
+  inst.run(perfmon.event)
+  return
 end
 
 -- Two monitors' probes, timed side by side in interleaved rounds of a

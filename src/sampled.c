@@ -41,17 +41,35 @@ static const pm_Set *set_of (pm_State *S, lua_State *T, lua_Debug *ar) {
   return PM_TAG(v) == PM_FN_LUA ? PM_PTR(v) : NULL;
 }
 
-/* T's frames, the top first. */
+/* T's frames, the top first, with the function of the last one whose set
+** was looked up, and that set. */
 typedef struct Frames {
   lua_State *T;
   lua_Debug ar;
   int level;
+  const void *fn;
+  const pm_Set *set;
 } Frames;
 
 static int frames_first (Frames *f, lua_State *T) {
   f->T = T;
   f->level = 0;
+  f->fn = f; /* no function's address */
   return lua_getstack(T, 0, &f->ar);
+}
+
+/* The set of frame f: a recursion's frames run one function, whose set is
+** looked up once. */
+static PM_INLINE const pm_Set *frames_set (pm_State *S, Frames *f) {
+  const void *fn;
+  if (!S->frame_direct)
+    return set_of(S, f->T, &f->ar);
+  fn = pm_frame_function(f->ar.i_ci);
+  if (fn != f->fn) {
+    f->fn = fn;
+    f->set = set_of(S, f->T, &f->ar);
+  }
+  return f->set;
 }
 
 static int frames_next (pm_State *S, Frames *f) {
@@ -81,7 +99,7 @@ static int loop_cut (pm_State *S, lua_State *T, const void *stop) {
     if (at < 0 && (const void *)f.ar.i_ci == stop)
       at = i;
     if (at >= 0)
-      spinner = set_of(S, T, &f.ar); /* the first Lua frame from stop down */
+      spinner = frames_set(S, &f); /* the first Lua frame from stop down */
     if (!frames_next(S, &f))
       break;
   }
@@ -89,7 +107,7 @@ static int loop_cut (pm_State *S, lua_State *T, const void *stop) {
     return -1;
   frames_first(&f, T);
   for (i = 0; i < at; i++, frames_next(S, &f))
-    if ((s = set_of(S, T, &f.ar)) != NULL && s != spinner)
+    if ((s = frames_set(S, &f)) != NULL && s != spinner)
       cut = i + 1;
   return cut;
 }
@@ -156,7 +174,7 @@ static int walk (pm_State *S, lua_State *T, const void *from, Self *o) {
   for (;; i++, o->frames++) {
     if (cut >= 0 && i >= cut)
       return 0;
-    s = set_of(S, T, &f.ar);
+    s = frames_set(S, &f);
     if (s != NULL && s != last) {
       self = !o->found && !s->lib;
       if (self && above != NULL && pm_wraps(S, T, &up, &f.ar)) {
@@ -210,7 +228,8 @@ static void retime (pm_State *S);
 
 /* L answers: a sample of the CPU time where a period passed (weight: the
 ** CPU clock says how much it charges), a sample of the allocations due
-** from the frame that made the last of them. */
+** from the frame that made the last of them, unless a deep walk holds it
+** off (a sample of the CPU time comes meanwhile too). */
 static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
   pm_State *S = sm->S;
   if (weight != 0) {
@@ -221,7 +240,8 @@ static void take (pm_Sampler *sm, lua_State *L, unsigned weight) {
     if (charge)
       walk_all(S, L, NULL);
   }
-  if (pm_sw_sample(&S->e, 1, S->exact == 0)) {
+  if (S->e.allocs.bytes >= S->alloc_hold &&
+      pm_sw_sample(&S->e, 1, S->exact == 0)) {
     int n = walk_all(S, L, S->alloc_thread == L ? S->alloc_ci : NULL);
     S->alloc_hold =
         S->e.allocs.bytes + (uint64_t)(n / PM_WALK_FRAMES) * S->e.alloc_stride;

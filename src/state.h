@@ -44,6 +44,7 @@ struct pm_State {
   ** memory probe's (pm_sampled_alloc, set as a sampled monitor opens:
   ** watch.c never names sampled.c) */
   void (*alloc_point)(pm_State *S, size_t size, int block);
+  uint64_t asked; /* the bytes the request under way was counted for */
 
   /* fleet.c: this state's entry on the process's board, or 0 */
   uint64_t fleet_id;

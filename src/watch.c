@@ -32,29 +32,68 @@ static PM_NOINLINE void *watch_free (pm_State *S, void *ptr, size_t osize) {
   return S->e.falloc(S->e.fud, ptr, osize, 0);
 }
 
-/* The memory probe: bytes a block grows by (a new one from nothing: with
-** no block, osize is the kind of object), and blocks made. */
-static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
-                                        size_t nsize) {
-  size_t old = ptr != NULL ? osize : 0, grown = nsize > old ? nsize - old : 0;
+/*
+** {======================================================
+** The memory probe: the bytes a block grows by (a new one from nothing),
+** and the blocks made, of the requests the host's allocator grants
+** =======================================================
+*/
+
+/* A request whose bytes pass a point of sampled mode's: counted once
+** granted, then the point is told. */
+static PM_NOINLINE void *counted_point (pm_State *S, void *ptr, size_t osize,
+                                        size_t nsize, size_t grown, int made) {
   void *block = S->e.falloc(S->e.fud, ptr, osize, nsize);
   if (block != NULL) {
     S->e.allocs.bytes += grown;
-    S->e.allocs.count += ptr == NULL;
-    if (PM_UNLIKELY(S->e.allocs.bytes > S->e.alloc_next))
-      S->alloc_point(S, grown, ptr == NULL);
+    S->e.allocs.count += (uint64_t)made;
+    S->alloc_point(S, grown, made);
   }
   return block;
 }
 
+/* Any other's bytes are counted before it is made, and taken back if the
+** host refuses it (Lua then collects and asks again), so that the state
+** alone lives across the host's allocator; the block it made, once
+** granted.  Inline: made is a constant at each call. */
+static PM_INLINE void *counted (pm_State *S, void *ptr, size_t osize,
+                                size_t nsize, size_t grown, int made) {
+  uint64_t bytes = S->e.allocs.bytes + grown;
+  void *block;
+  if (PM_UNLIKELY(bytes > S->e.alloc_next))
+    return counted_point(S, ptr, osize, nsize, grown, made);
+  S->e.allocs.bytes = bytes;
+  S->asked = grown;
+  block = S->e.falloc(S->e.fud, ptr, osize, nsize);
+  if (PM_UNLIKELY(block == NULL))
+    S->e.allocs.bytes -= S->asked;
+  else
+    S->e.allocs.count += (uint64_t)made;
+  return block;
+}
+
+/* With no block, osize is the kind of object: a new block grows by all of
+** nsize.  A block that shrinks or keeps its size is not counted. */
+static PM_NOINLINE void *counted_alloc (pm_State *S, void *ptr, size_t osize,
+                                        size_t nsize) {
+  if (ptr == NULL)
+    return counted(S, ptr, osize, nsize, nsize, 1);
+  if (nsize > osize)
+    return counted(S, ptr, osize, nsize, nsize - osize, 0);
+  return S->e.falloc(S->e.fud, ptr, osize, nsize);
+}
+
 static void *watch_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
   pm_State *S = ud;
-  if (nsize == 0 && ptr != NULL && pm_map_may_hold(&S->e.keyed, ptr))
-    return watch_free(S, ptr, osize);
-  if (PM_UNLIKELY(S->e.count_allocs) && nsize != 0)
+  if (nsize == 0) {
+    if (ptr != NULL && pm_map_may_hold(&S->e.keyed, ptr))
+      return watch_free(S, ptr, osize);
+  } else if (PM_UNLIKELY(S->e.count_allocs))
     return counted_alloc(S, ptr, osize, nsize);
   return S->e.falloc(S->e.fud, ptr, osize, nsize);
 }
+
+/* }====================================================== */
 
 /* Keys one probe object; a full collection must then remove the key. */
 static int probe (pm_State *S, const void *key) {
