@@ -576,10 +576,11 @@ local function test()
   test_select()
   test_sampled()
   -- a mode it does not know, a sampled monitor's period out of range
-  -- (perfmon.monitor's error), a diagnosis mode it does not know and
-  -- diagnoses closer together than they last
+  -- (perfmon.monitor's error), a timer it does not know, a diagnosis mode
+  -- it does not know and diagnoses closer together than they last
   test_refused({ mode = "fast" }, "perfmon_mode", 'perfmon_mode = "fast"')
   test_refused({ mode = "sampled", rate_us = 50 }, "rate_us", "perfmon_rate_us = 50")
+  test_refused({ mode = "sampled", timer = "precise" }, "perfmon_timer", 'perfmon_timer = "precise"')
   test_refused({ mode = "sampled", diagnosis_mode = "slow" }, "perfmon_diagnosis_mode",
     'perfmon_diagnosis_mode = "slow"')
   test_refused({ mode = "sampled", rediagnose = 5 }, "perfmon_rediagnose", "perfmon_rediagnose = 5")
@@ -739,7 +740,7 @@ local function test_load()
   -- the warning's diagnosis (sampled, 10 s), over before the load ends:
   -- perfmon_test's own time in its window, from samples of its own
   local diagnosis, self_ms, samples = log:match(
-    "(perfmon_test, sampled every 1 ms of CPU time over %d+ s: ([%d.]+) ms of its own CPU time [^\n]*"
+    "(perfmon_test, sampled at scheduler ticks, one every [%d.]+ ms of CPU time over %d+ s: ([%d.]+) ms of its own CPU time [^\n]*"
     .. "%((%d+) samples of its own%))")
   check(diagnosis, "no sampled diagnosis of perfmon_test in the log:\n%s", log)
   print("prosody load: the diagnosis: " .. diagnosis)
