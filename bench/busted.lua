@@ -4,12 +4,14 @@
 -- work per test and the handler's bookkeeping, nothing else), and 300
 -- tests of real work over 6 spec files (penlight's pretty-printer, string
 -- and table functions, a module under test in lua/, before_each blocks,
--- assertions), 0.5 to 5 ms each.  Each suite runs in three modes, as a child
+-- assertions), 0.5 to 5 ms each.  Each suite runs in four modes, as a child
 -- `lua5.4 /usr/bin/busted` with its output thrown away:
 --   plain     busted alone
 --   monitor   an exact perfmon monitor opened by a helper, no handler: the
 --             call/return hook's own cost on busted and the code under test
 --   handler   -o perfmon.busted (its report included)
+--   sampled   -o perfmon.busted -Xoutput --mode=sampled (the groups by
+--             samples every 1000 µs of CPU time)
 -- in ROUNDS rounds (8) of the three back to back, order reversed every
 -- other round (bench/stats.lua); the ratios are medians over pairs of
 -- adjacent rounds, with their interquartile ranges.  Wall time is what a
@@ -94,6 +96,7 @@ local MODES = {
   plain = "",
   monitor = "--helper=" .. sh_quote(dir .. "/monitor.lua"),
   handler = "-o perfmon.busted",
+  sampled = "-o perfmon.busted -Xoutput --mode=sampled",
 }
 
 -- The children's CPU time so far, in seconds (those waited for).
@@ -125,11 +128,12 @@ local function runner(suite, target)
   return time, cpu
 end
 
-local order = { "plain", "monitor", "handler" }
+local order = { "plain", "monitor", "handler", "sampled" }
 print(("perfmon.busted: %d rounds of %s side by side (wall s: median; ratios: median of"
   .. " pairs, IQR)"):format(rounds, table.concat(order, ", ")))
-print(("%-17s %7s %7s %7s %7s %7s %7s %17s %17s %17s"):format("suite", "plain", "monitor",
-  "handler", "cpu pl", "cpu mon", "cpu hd", "monitor/plain", "handler/plain", "handler/monitor"))
+print(("%-17s %7s %7s %7s %7s %7s %7s %7s %7s %17s %17s %17s %17s"):format("suite", "plain", "monitor",
+  "handler", "sampled", "cpu pl", "cpu mon", "cpu hd", "cpu smp", "monitor/plain", "handler/plain",
+  "handler/monitor", "sampled/plain"))
 for _, s in ipairs{ { "1000 empty tests", "empty", "." }, { "300 real tests", "real", "spec" } } do
   local time, cpu = runner(s[2], s[3])
   local times = stats.interleave(order, rounds, time)
@@ -137,9 +141,10 @@ for _, s in ipairs{ { "1000 empty tests", "empty", "." }, { "300 real tests", "r
     local q = stats.paired(times, a, b)
     return ("%5.2f %-11s"):format(q.median, stats.iqr(q))
   end
-  print(("%-17s %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %17s %17s %17s"):format(s[1],
+  print(("%-17s %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %17s %17s %17s %17s"):format(s[1],
     stats.median(times.plain), stats.median(times.monitor), stats.median(times.handler),
-    stats.median(cpu.plain), stats.median(cpu.monitor), stats.median(cpu.handler),
-    ratio("monitor", "plain"), ratio("handler", "plain"), ratio("handler", "monitor")))
+    stats.median(times.sampled), stats.median(cpu.plain), stats.median(cpu.monitor),
+    stats.median(cpu.handler), stats.median(cpu.sampled), ratio("monitor", "plain"),
+    ratio("handler", "plain"), ratio("handler", "monitor"), ratio("sampled", "plain")))
 end
 os.execute("rm -rf " .. sh_quote(dir))

@@ -227,6 +227,27 @@ describe("perfmon.busted as an output handler", function()
     assert.matches("inclusive: with everything it calls", out, 1, true)
   end)
 
+  it("charges tests their CPU time and modules by samples with --mode=sampled", function()
+    local code, out, err, report, truth = run(dir, { "--json=report.json", "--mode=sampled", "--rate-us=500" })
+    assert.are.equal(1, code, err)
+    assert.are.equal("sampled", report.mode)
+    assert.are.equal(500, report.rate_us)
+    local tests = report.tests
+    assert.are.equal("fixture burns 50 ms", tests[1].name)
+    near(truth["50"], tests[1].cpu_us, "the 50 ms test")
+    near(truth["50"], group(tests[1], "lua/burn/"), "lua/burn/ in the 50 ms test, by samples")
+    near(truth["5"], find(tests, "fixture burns 5 ms").cpu_us, "the 5 ms test")
+    for _, t in ipairs(tests) do
+      for _, g in ipairs(t.groups) do
+        assert(g.self_us <= g.cpu_us and g.cpu_us <= t.cpu_us,
+          ("%s in %s: self %d, inclusive %d, the test %d µs"):format(g.name, t.name, g.self_us, g.cpu_us, t.cpu_us))
+      end
+    end
+    local burned = truth["50"] + truth["5"] + truth.own + truth.open
+    near(burned, find(report.modules, "lua/burn/").cpu_us, "lua/burn/ over the run, by samples")
+    assert.matches("--mode=sampled: the groups from samples of the stack every 500 µs of CPU time", out, 1, true)
+  end)
+
   it("charges setup and before_each to the file, not to a test", function()
     local _, _, _, report, truth = run(dir, { "--json=report.json" })
     local file = report.files[1]
@@ -372,11 +393,16 @@ describe("perfmon.busted as an output handler", function()
       ["--top=-1"] = "bad option '--top=-1' (a whole number >= 0 expected)",
       ["--json"] = "bad option '--json' (expected --name=value",
       ["--wrap=nosuch"] = "cannot load the handler to wrap 'nosuch'",
+      ["--mode=fast"] = "bad option '--mode=fast' (\"exact\" or \"sampled\" expected)",
+      ["--rate-us=50"] = "bad option '--rate-us=50' (a whole number of µs in [100, 1000000] expected)",
     } do
       local code, _, err = run(dir, { option })
       assert.are_not.equal(0, code)
       assert.matches(msg, err, 1, true)
     end
+    local code, _, err = run(dir, { "--rate-us=1000" }) -- without --mode=sampled
+    assert.are_not.equal(0, code)
+    assert.matches("bad option '--rate-us=1000' (for --mode=sampled)", err, 1, true)
   end)
 end)
 

@@ -10,6 +10,9 @@
 --   --json=PATH      write the report as JSON to PATH (none)
 --   --budget-ms=MS   fail every test that spends more than MS ms of CPU
 --   --modules=A:B    the module prefixes, instead of src/ and lua/<module>/
+--   --mode=MODE      the run's monitor: exact (the default: the call/return
+--                    hook) or sampled (the groups by samples, cheaper)
+--   --rate-us=US     sampled: µs of CPU time between two samples (1000)
 --
 -- Options that do not begin with "--" go to the wrapped handler (junit's
 -- file name).  Required at all (as handler or as `--helper`), it registers
@@ -72,7 +75,9 @@ Handler.__index = Handler
 
 function Handler:suite_start()
   self.run.module_groups = groups.modules(self.opts.modules)
-  self.ledger = ledger.open()
+  self.ledger = ledger.open(self.opts.mode,
+    self.opts.mode == "sampled" and (self.opts.rate_us or 1000) or nil)
+  self.run.mode, self.run.rate_us = self.ledger.mon.mode, self.ledger.mon.rate_us
 end
 
 function Handler:file_start(element)

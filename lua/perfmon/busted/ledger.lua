@@ -1,7 +1,11 @@
 --- perfmon.busted.ledger: the bookkeeping of perfmon.busted, which record
 -- (a test, a spec file) each stretch of a busted run's CPU time goes to.
 --
--- One exact monitor spans the run.  The run is cut into stretches at its
+-- One monitor spans the run: exact, or sampled (--mode=sampled), where a
+-- test's CPU time is still the thread's clock at its boundaries and its
+-- groups' are samples, each charged the CPU time since the sample before,
+-- which may have begun before the test: a group's share of a test is then
+-- cut at the test's own time.  The run is cut into stretches at its
 -- boundaries (a test's start, the end of its function, a file's start and
 -- end) by one read of the totals each (core.times: the CPU and self µs
 -- alone, one commit, into a reused table), taken outside every event (the handler opens none), so
@@ -38,8 +42,13 @@ local function at_most(v, bound)
 end
 
 --- A group's CPU and self µs over a stretch, the differences of its
--- totals, within bound (the process's µs over the same stretch).
-function M.delta(cpu, self, bound)
+-- totals, within bound (the process's µs over the same stretch); sampled:
+-- from samples (the ledger's header).
+function M.delta(cpu, self, bound, sampled)
+  if sampled then
+    cpu = math.max(0, math.min(cpu, bound))
+    return cpu, math.max(0, math.min(self, cpu))
+  end
   cpu = at_most(cpu, bound)
   return cpu, at_most(self, cpu)
 end
@@ -88,7 +97,7 @@ function Ledger:charge(rec, new, old)
     local id = new[i]
     local o = position(old, id, i)
     local cpu, own = M.delta(new[i + 1] - (o and old[o + 1] or 0),
-      new[i + 2] - (o and old[o + 2] or 0), process)
+      new[i + 2] - (o and old[o + 2] or 0), process, self.sampled)
     if cpu > 0 then
       local g = groups[id]
       if not g then
@@ -101,13 +110,15 @@ function Ledger:charge(rec, new, old)
   end
 end
 
---- Opens the run's monitor; the run's stretches begin now.
-function M.open()
-  local mon = perfmon.monitor{ "jank" }
+--- Opens the run's monitor, of mode ("exact" or "sampled", every rate_us
+-- µs of CPU time); the run's stretches begin now.
+function M.open(mode, rate_us)
+  local mon = perfmon.monitor{ "jank", mode = mode, rate_us = rate_us }
   local first = {}
   read(first)
   local last = table.move(first, 1, first.n, 1, { n = first.n })
-  return setmetatable({ mon = mon, first = first, last = last, spare = {}, names = {} }, Ledger)
+  return setmetatable({ mon = mon, sampled = mon.mode == "sampled", first = first, last = last,
+    spare = {}, names = {} }, Ledger)
 end
 
 --- A boundary: the stretch since the last one goes to the current record

@@ -3,7 +3,9 @@
 
 local M = {}
 
-local USAGE = "--wrap=HANDLER, --top=N, --json=PATH, --budget-ms=MS, --modules=A:B"
+local USAGE = "--wrap=HANDLER, --top=N, --json=PATH, --budget-ms=MS, --modules=A:B,"
+  .. " --mode=exact|sampled, --rate-us=US"
+local core = require("perfmon.loader")
 
 local function bad(option, msg)
   error(("perfmon.busted: bad option '%s' (%s)"):format(option, msg), 3)
@@ -36,6 +38,15 @@ function M.parse(list)
         bad(a, "a positive number of ms expected")
       end
       opts.budget_us = n * 1000
+    elseif key == "mode" then
+      if value ~= "exact" and value ~= "sampled" then bad(a, '"exact" or "sampled" expected') end
+      opts.mode = value
+    elseif key == "rate-us" then
+      local n = math.tointeger(tonumber(value))
+      if not n or n < core.rate_min_us or n > core.rate_max_us then
+        bad(a, ("a whole number of µs in [%d, %d] expected"):format(core.rate_min_us, core.rate_max_us))
+      end
+      opts.rate_us = n
     elseif key == "modules" then
       local mods = {}
       for p in value:gmatch("[^:]+") do mods[#mods + 1] = p end
@@ -44,6 +55,9 @@ function M.parse(list)
     else
       bad(a, "unknown option; options: " .. USAGE)
     end
+  end
+  if opts.rate_us and opts.mode ~= "sampled" then
+    bad("--rate-us=" .. opts.rate_us, "for --mode=sampled")
   end
   return opts, rest
 end

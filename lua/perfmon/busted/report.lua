@@ -70,6 +70,10 @@ function M.lines(run, opts)
   local function say(...) out[#out + 1] = string.format(...) end
   local top = math.min(opts.top, #tests)
   say("\n" .. table.concat(LEGEND.tests, "\n"), top)
+  if run.mode == "sampled" then
+    say("  (--mode=sampled: the groups from samples of the stack every %d µs of CPU time,"
+      .. " a test's share cut at its CPU time; the CPU ms stay the thread's clock)", run.rate_us)
+  end
   for i = 1, top do
     local t = tests[i]
     say("%9s  %-8s %s%s", ms(t.cpu_us), t.status, t.name,
@@ -123,6 +127,7 @@ function M.write(run, opts)
   local f = assert(io.open(opts.json, "w"))
   f:write(text.json{ tests = jt, files = jf, modules = jm,
     budget_us = opts.budget_us, jank_us = M.JANK_US, cpu_us = run.cpu_us,
+    mode = run.mode, rate_us = run.rate_us,
     hook_lost = run.hook_lost ~= nil }, "\n")
   f:close()
 end
