@@ -207,8 +207,9 @@ describe("debug.sethook while perfmon monitors", function()
     assert.is_true(samples > 0, "no profiler sample")
     assert.equals(raw_gethook, debug.gethook) -- the library's own again
     raw_sethook(foreign, "r", 7) -- a program's hook shows while sampling
-    local m <close> = perfmon.monitor{ "jank", mode = "sampled" }
+    local m = perfmon.monitor{ "jank", mode = "sampled" }
     assert.same({ foreign, "r", 7 }, { debug.gethook() })
+    m:close()
     raw_sethook()
   end)
 
