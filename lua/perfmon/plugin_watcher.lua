@@ -404,9 +404,9 @@ end
 
 -- A CPU sample: the CPU and self µs of every live group (core.times: a
 -- flat list of id, cpu_us, self_us), read into a list kept from a sample
--- that left the window.  A snapshot a second, with its table per group,
--- was most of a busy server's cost of sampled mode: garbage for its
--- collector, and ten snapshots live in the window.
+-- that left the window: a snapshot a poll, with its tables per group,
+-- would be garbage for a busy server's collector, and ten of them live in
+-- the window (docs/performance.md, "Where sampled mode's cost went").
 function PluginWatcher:_sample(now)
   local s = table.remove(self.spare) or { list = {} }
   local n = core.times(s.list)
@@ -422,13 +422,13 @@ end
 -- remembered as long as they live, so that a busy one costs no snapshot.
 function PluginWatcher:_judge(base, newest, now)
   local wall, window_ms = now - base.time, self.cpu_window_ms
-  local offset = self.time == "self" and 3 or 2 -- self_us or cpu_us
+  local field = self.time == "self" and 2 or 1 -- after an id: cpu_us, self_us
   local at_base, list, snap = self.at_base, newest.list, nil
   self.polls = self.polls + 1
-  for i = 1, #base.list, 3 do at_base[base.list[i]] = base.list[i + offset - 1] end
+  for i = 1, #base.list, 3 do at_base[base.list[i]] = base.list[i + field] end
   for i = 4, #list, 3 do -- after the process's
     local id = list[i]
-    local percent = 100 * (list[i + offset - 1] - (at_base[id] or 0)) / wall
+    local percent = 100 * (list[i + field] - (at_base[id] or 0)) / wall
     if self.unwatched[id] then
       self.unwatched[id] = self.polls
     elseif percent >= self.cpu_percent and not self:_warned_within(id, now, window_ms) then
