@@ -51,7 +51,6 @@ static const char *probe_list (lua_State *L) {
   return lua_tostring(L, -1);
 }
 
-/* The `mode` field of the probes table: 0 exact (the default), 1 sampled. */
 /* The index in choices of the probes table's field, or -1 without one;
 ** anything else is an error naming what was expected. */
 static int check_choice (lua_State *L, const char *field,
@@ -76,6 +75,7 @@ static int check_choice (lua_State *L, const char *field,
   return k;
 }
 
+/* The `mode` field of the probes table: 0 exact (the default), 1 sampled. */
 static int check_mode (lua_State *L) {
   static const char *const modes[] = {"exact", "sampled", NULL};
   int k = check_choice(L, "mode", modes, "\"exact\" or \"sampled\"");

@@ -11,15 +11,11 @@
 
 /* debug.sethook is shared while exact monitors are open or a sampler runs
 ** (monitor.h). */
-static void share (lua_State *L, pm_State *S) {
+void pm_monitor_share (lua_State *L, pm_State *S) {
   int sampling = S->samplers[PM_SAMPLER_MONITOR] != NULL ||
                  S->samplers[PM_SAMPLER_PROFILER] != NULL;
   if (S->hooks_shared != NULL)
     S->hooks_shared(L, S->exact > 0 || sampling);
-}
-
-void pm_monitor_share (lua_State *L, pm_State *S) {
-  share(L, S);
 }
 
 /* The first monitor of either mode finds the chunks and environments of
@@ -49,7 +45,7 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
     forget = 1;
   if (forget)
     pm_functions_forget(&S->e);
-  share(L, S);
+  pm_monitor_share(L, S);
   return NULL;
 }
 
@@ -68,7 +64,7 @@ void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
     pm_sw_stop(&S->e);
     pm_hook_uninstall(L, S);
   }
-  share(L, S);
+  pm_monitor_share(L, S);
 }
 
 void pm_monitor_free (lua_State *L, pm_State *S) {
@@ -77,5 +73,5 @@ void pm_monitor_free (lua_State *L, pm_State *S) {
     pm_hook_uninstall(NULL, S);
   S->e.monitors = 0;
   S->exact = 0;
-  share(L, S);
+  pm_monitor_share(L, S);
 }

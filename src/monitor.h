@@ -27,7 +27,8 @@ const char *pm_monitor_open (lua_State *L, pm_State *S, unsigned probes,
                              uint32_t rate_us, int timer);
 void pm_monitor_close (lua_State *L, pm_State *S, unsigned probes,
                        uint32_t rate_us);
-/* A sampler started or stopped (the profiler's): the sharing follows. */
+/* Sets debug.sethook shared or not as the counts and samplers say; the
+** profiler calls it when its sampler starts or stops. */
 void pm_monitor_share (lua_State *L, pm_State *S);
 /* lua_close: every monitor left open goes, the samplers' timer with it. */
 void pm_monitor_free (lua_State *L, pm_State *S);

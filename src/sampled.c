@@ -283,9 +283,10 @@ void pm_sampled_loop (lua_State *L, pm_State *S) {
 ** PERFMON_SAMPLED_TIMER=tick asks for the one it falls back to (the specs
 ** run both). */
 static int sampled_timer (int asked) {
-  const char *force = getenv("PERFMON_SAMPLED_TIMER");
+  const char *force;
   if (asked != PM_SAMPLED_ANY_TIMER)
     return asked;
+  force = getenv("PERFMON_SAMPLED_TIMER");
   return force != NULL && strcmp(force, "tick") == 0 ? PM_TIMER_TICK
                                                      : PM_TIMER_CPU;
 }

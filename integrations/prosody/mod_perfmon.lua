@@ -390,17 +390,16 @@ local pw = plugin_watcher.new {
 	on_diagnosis = function(d)
 		local st = d.stats or { self_us = 0, cpu_us = 0, events = 0 };
 		local method, samples = "measured exactly", "";
-		if d.mode == "sampled" and perfmon.info().sampled_timer == "tick" then
-			-- at most one sample a scheduler tick, whatever rate was asked
-			local w = d.window or { samples = 0 };
-			method = w.samples > 0
-				and ("sampled at scheduler ticks, one every %.1f ms of CPU time"):format(w.cpu_us / w.samples / 1000)
-				or "sampled at scheduler ticks (none came)";
-		elseif d.mode == "sampled" then
-			method = ("sampled every %g ms of CPU time"):format(d.rate_us / 1000);
-		end
 		if d.mode == "sampled" then
 			samples = (" (%d samples of its own)"):format(st.self_samples or 0);
+			method = ("sampled every %g ms of CPU time"):format(d.rate_us / 1000);
+			if perfmon.info().sampled_timer == "tick" then
+				-- at most one sample a scheduler tick, whatever rate was asked
+				local w = d.window or { samples = 0 };
+				method = w.samples > 0
+					and ("sampled at scheduler ticks, one every %.1f ms of CPU time"):format(w.cpu_us / w.samples / 1000)
+					or "sampled at scheduler ticks (none came)";
+			end
 		end
 		module:log("warn", "%s, %s over %.0f s: %.1f ms of its own CPU time (%.1f ms with what it calls) in %d events%s",
 			d.group.name, method, d.window_ms / 1000, st.self_us / 1000, st.cpu_us / 1000, st.events, samples);
