@@ -329,7 +329,7 @@ describe("a sampled monitor", function()
     watcher.add_listener("*", listen)
     assert.equals(1, core.info().sampled_monitors)
     assert.equals(0, core.info().exact_monitors)
-    local janks = 0
+    local janks, s0, c0 = 0, core.info().samples, os.clock()
     for i = 1, 20 do
       perfmon.event(function()
         quick(6 + i % 4 * 5)
@@ -340,12 +340,17 @@ describe("a sampled monitor", function()
     -- On the tick timer a sample can carry another group's held-back CPU
     -- time (see the bucket case above): two of the twenty quick events may
     -- alert there, and with the thread starved a third of janky's ten may
-    -- not (8 of 10 seen beside two busy loops, tools/flaky).
-    local tick = core.info().sampled_timer == "tick"
+    -- not (8 of 10 seen beside two busy loops, tools/flaky).  So may they
+    -- on the CPU timer where its samples came late (fewer than 90% of
+    -- those due: the sampler spaces its signals out on their latency and
+    -- cost, as an ASan build in CI once did, alerting quick once).
+    local due = (os.clock() - c0) * 1e6 / 4000
+    local samples = core.info().samples - s0
+    local late = core.info().sampled_timer == "tick" or samples < 0.9 * due
     assert.is_true((alerts[gj.id] or 0) >= (tick_starved() and 2 / 3 or 0.9) * janks,
       ("janky alerted for %d of %d events"):format(alerts[gj.id] or 0, janks))
-    assert.is_true((alerts[gq.id] or 0) <= (tick and 2 or 0),
-      ("quick alerted for %d of 20 events"):format(alerts[gq.id] or 0))
+    assert.is_true((alerts[gq.id] or 0) <= (late and 2 or 0),
+      ("quick alerted for %d of 20 events (%d samples of %.0f due)"):format(alerts[gq.id] or 0, samples, due))
   end)
 
   it("keeps counting beside an exact monitor, which wins while it is open", function()
