@@ -1,6 +1,8 @@
 --- perfmon.args: argument errors that name the caller's line, shared by
 -- perfmon's Lua modules.
 
+local core = require("perfmon.loader")
+
 local args = {}
 
 --- Raises "bad argument #n to 'fname' (msg)".  depth: the perfmon
@@ -24,4 +26,4 @@ function args.check_callable(fn, n, fname, depth)
   end
 end
 
-return args
+return core.module(args)

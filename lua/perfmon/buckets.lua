@@ -3,13 +3,14 @@
 -- of at least 2^(k-1) ms (k = 1..10): each count includes those above it,
 -- and the top one has no upper bound (an event of 27 s is in it).
 
+local core = require("perfmon.loader")
 local arg_error = require("perfmon.args").error
 
 local buckets = {}
 
 --- The histograms' number of buckets, as the core lists its figures
 -- (PM_DURATIONS): the top one is open-ended.
-for _, f in ipairs(require("perfmon.loader").figures) do
+for _, f in ipairs(core.figures) do
   if f.kind == "histogram" then buckets.count = f.buckets end
 end
 local TOP = buckets.count
@@ -65,4 +66,4 @@ function buckets.histogram(durations)
   return #parts > 0 and table.concat(parts, " ") or "-"
 end
 
-return buckets
+return core.module(buckets)

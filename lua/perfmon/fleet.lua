@@ -49,4 +49,4 @@ function fleet.snapshot()
   return #snaps > 0 and perfmon.merge(snaps) or nil
 end
 
-return fleet
+return core.module(fleet)

@@ -16,6 +16,7 @@ local gecko = {}
 
 gecko.VERSION = 27
 
+local core = require("perfmon.loader")
 local text = require("perfmon.text")
 local array, null = text.array, text.null
 
@@ -212,4 +213,4 @@ function gecko.profile(d)
   }
 end
 
-return gecko
+return core.module(gecko)

@@ -537,4 +537,4 @@ end
 
 perfmon.info = core.info
 
-return perfmon
+return core.module(perfmon)

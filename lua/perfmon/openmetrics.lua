@@ -271,4 +271,4 @@ function openmetrics.encode(snap, opts)
   return table.concat(out)
 end
 
-return openmetrics
+return core.module(openmetrics)

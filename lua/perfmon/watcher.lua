@@ -366,4 +366,4 @@ function watcher.configure(t)
   return out
 end
 
-return watcher
+return core.module(watcher)

@@ -281,4 +281,4 @@ function where.brief(found)
   return ("%s, from %s:%d"):format(host_name(h, true), h.site.file, h.site.line) .. share
 end
 
-return where
+return core.module(where)

@@ -2,6 +2,7 @@
 -- `assert.no_jank(fn)`, registered with luassert, and `measure(fn)` they
 -- are made of.
 
+local core = require("perfmon.loader")
 local perfmon = require("perfmon")
 local groups = require("perfmon.busted.groups")
 local ledger = require("perfmon.busted.ledger")
@@ -82,4 +83,4 @@ function M.register()
     "assertion.perfmon.positive", "assertion.perfmon.negative")
 end
 
-return M
+return core.module(M)

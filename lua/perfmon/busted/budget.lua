@@ -8,6 +8,7 @@
 -- the test's own line with no traceback, and the runner's frame is cut
 -- from the tracebacks of the test's other failures and errors.
 
+local core = require("perfmon.loader")
 local busted = require("busted")
 
 local M = {}
@@ -62,4 +63,4 @@ function M.trim(budget, element, message, trace)
   end
 end
 
-return M
+return core.module(M)

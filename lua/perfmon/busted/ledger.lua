@@ -141,4 +141,4 @@ function Ledger:total()
   return run.cpu_us, run.groups
 end
 
-return M
+return core.module(M)

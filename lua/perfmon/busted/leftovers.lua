@@ -72,4 +72,4 @@ function M.file_monitors(before)
     :format(left, left > 1 and "s" or "", closed, left - closed)
 end
 
-return M
+return core.module(M)

@@ -62,4 +62,4 @@ function M.parse(list)
   return opts, rest
 end
 
-return M
+return core.module(M)
