@@ -91,6 +91,7 @@ build = {
     ["perfmon.fleet"] = "lua/perfmon/fleet.lua",
     ["perfmon.gecko"] = "lua/perfmon/gecko.lua",
     ["perfmon.loader"] = "lua/perfmon/loader.lua",
+    ["perfmon.module"] = "lua/perfmon/module.lua",
     ["perfmon.openmetrics"] = "lua/perfmon/openmetrics.lua",
     ["perfmon.plugin_watcher"] = "lua/perfmon/plugin_watcher.lua",
     ["perfmon.profiler"] = "lua/perfmon/profiler.lua",

@@ -4,10 +4,11 @@
 -- error, by searching package.loaded two levels deep with lua_next
 -- (lauxlib.c's pushglobalfuncname); busted takes a traceback for every
 -- test it declares.  So every table perfmon leaves there is a face
--- (core.module): empty to lua_next, its module's fields behind __index.
+-- (perfmon.module): empty to lua_next, its module's fields behind __index.
 -- Ground truth is that search's length, counted here as lauxlib walks it.
 
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 
 -- The classes, whose table is their objects' metatable and is compared
 -- with getmetatable: they stay plain tables.
@@ -57,8 +58,11 @@ describe("perfmon's modules in package.loaded", function()
           for _ in next, m do class_fields = class_fields + 1 end
         end
       end
-      if not CLASSES[name] then assert.is_nil(next(m), name .. " is a plain table") end
+      if type(m) == "table" and not CLASSES[name] then assert.is_nil(next(m), name .. " is a plain table") end
     end
+    assert.are.equal(core, package.loaded["perfmon.core"])
+    assert.is_nil(next(core), "perfmon.core is a plain table")
+    assert.is_function(core.open)
     local grown = search_length(true) - before
     assert.are.equal(added + class_fields, grown,
       ("the search grew by %d entries for %d modules"):format(grown, added))
@@ -91,10 +95,10 @@ describe("perfmon's modules in package.loaded", function()
     assert.matches("perfmon.group", err, 1, true)
   end)
 
-  it("are made by core.module, of a table only", function()
-    assert.has_error(function() core.module(42) end,
-      "bad argument #1 to 'module' (table expected, got number)")
-    assert.has_error(function() core.module() end,
-      "bad argument #1 to 'module' (table expected, got no value)")
+  it("are made by perfmon.module, of a table only", function()
+    assert.has_error(function() module(42) end,
+      "bad argument #1 to 'perfmon.module' (table expected, got number)")
+    assert.has_error(function() module() end,
+      "bad argument #1 to 'perfmon.module' (table expected, got no value)")
   end)
 end)

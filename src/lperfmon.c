@@ -7,13 +7,6 @@
 ** which is the API users see.  Functions that users call directly (group,
 ** attach, detach, the event markers) are exported as they are, so that
 ** their errors name the function the user called.
-**
-** Every table perfmon puts in package.loaded is a module face (core.module):
-** empty, its fields behind __index.  Lua names a function in a traceback or
-** an argument error by searching package.loaded two levels deep with
-** lua_next (lauxlib.c's pushglobalfuncname), at every frame, and hosts take
-** tracebacks often (busted, for every test it declares): a field perfmon
-** added there would cost each of them.
 */
 #include <lauxlib.h>
 
@@ -38,62 +31,7 @@ static int l_wall_us (lua_State *L) {
 }
 
 
-/*
-** {======================================================
-** Module faces
-** =======================================================
-*/
-
-/* next(t, k), for a face's pairs: a host may have taken Lua's away. */
-static int face_next (lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_settop(L, 2);
-  if (lua_next(L, 1))
-    return 2;
-  lua_pushnil(L);
-  return 1;
-}
-
-/* __pairs of a face: its table's, so that pairs(module) lists the
-** module's functions as for a plain table.  (face) -> next, table, nil */
-static int face_pairs (lua_State *L) {
-  lua_pushcfunction(L, face_next);
-  luaL_getmetafield(L, 1, "__index");
-  lua_pushnil(L);
-  return 3;
-}
-
-/* Replaces the table at the top with its face: an empty table whose
-** metatable sends reads, writes and pairs to it, and calls to the
-** table's own __call, if it has one.  [-1, +1] */
-static void face_push (lua_State *L) {
-  int t = lua_gettop(L);
-  lua_newtable(L);
-  lua_createtable(L, 0, 4);
-  lua_pushvalue(L, t);
-  lua_setfield(L, -2, "__index");
-  lua_pushvalue(L, t);
-  lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, face_pairs);
-  lua_setfield(L, -2, "__pairs");
-  if (luaL_getmetafield(L, t, "__call") != LUA_TNIL)
-    lua_setfield(L, -2, "__call");
-  lua_setmetatable(L, -2);
-  lua_remove(L, t);
-}
-
-/* core.module(t) -> t's face, for a module to return */
-static int l_module (lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_settop(L, 1);
-  face_push(L);
-  return 1;
-}
-
-/* }====================================================== */
-
-static const luaL_Reg core_funcs[] = {
-    {"wall_us", l_wall_us}, {"module", l_module}, {NULL, NULL}};
+static const luaL_Reg core_funcs[] = {{"wall_us", l_wall_us}, {NULL, NULL}};
 
 /*
 ** {======================================================
@@ -151,6 +89,5 @@ LUAMOD_API int luaopen_perfmon_core (lua_State *L) {
   pm_lhooks_register(L);
   pm_profiler_register(L); /* core.profiler_* */
   pm_upvalues_register(L); /* core.upvalue_functions */
-  face_push(L);
   return 1;
 }

@@ -1,7 +1,7 @@
 --- perfmon.args: argument errors that name the caller's line, shared by
 -- perfmon's Lua modules.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 
 local args = {}
 
@@ -26,4 +26,4 @@ function args.check_callable(fn, n, fname, depth)
   end
 end
 
-return core.module(args)
+return module(args)

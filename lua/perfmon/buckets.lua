@@ -4,6 +4,7 @@
 -- and the top one has no upper bound (an event of 27 s is in it).
 
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local arg_error = require("perfmon.args").error
 
 local buckets = {}
@@ -66,4 +67,4 @@ function buckets.histogram(durations)
   return #parts > 0 and table.concat(parts, " ") or "-"
 end
 
-return core.module(buckets)
+return module(buckets)

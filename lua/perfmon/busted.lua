@@ -31,7 +31,7 @@
 -- the test itself, and the `finally` is the file's.  What a test leaves
 -- open (an event, a nested loop, a monitor) is closed with it and noted.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local perfmon = require("perfmon")
 local assertions = require("perfmon.busted.assertions")
 local budget = require("perfmon.busted.budget")
@@ -201,4 +201,4 @@ local function new_handler(busted_options)
   return subscriber
 end
 
-return core.module(setmetatable(M, { __call = function(_, busted_options) return new_handler(busted_options) end }))
+return module(setmetatable(M, { __call = function(_, busted_options) return new_handler(busted_options) end }))

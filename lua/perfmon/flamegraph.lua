@@ -17,7 +17,7 @@ local PALETTE = {
   brown = "#d3a877", magenta = "#ff6bd6", transparent = "#e0e0e0",
 }
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local text_utf8 = require("perfmon.text").utf8
 
 -- XML text: UTF-8, and without the control characters XML 1.0 forbids
@@ -218,4 +218,4 @@ function flamegraph.main(argv)
   return 0
 end
 
-return core.module(flamegraph)
+return module(flamegraph)

@@ -10,6 +10,7 @@
 
 local perfmon = require("perfmon")
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local args = require("perfmon.args")
 
 local fleet = {}
@@ -49,4 +50,4 @@ function fleet.snapshot()
   return #snaps > 0 and perfmon.merge(snaps) or nil
 end
 
-return core.module(fleet)
+return module(fleet)

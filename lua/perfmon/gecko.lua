@@ -16,7 +16,7 @@ local gecko = {}
 
 gecko.VERSION = 27
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local text = require("perfmon.text")
 local array, null = text.array, text.null
 
@@ -213,4 +213,4 @@ function gecko.profile(d)
   }
 end
 
-return core.module(gecko)
+return module(gecko)

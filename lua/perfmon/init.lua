@@ -5,6 +5,7 @@
 -- event markers and JSON.
 
 local core = require("perfmon.loader") -- perfmon.core, in any host
+local module = require("perfmon.module")
 
 local perfmon = {}
 
@@ -537,4 +538,4 @@ end
 
 perfmon.info = core.info
 
-return core.module(perfmon)
+return module(perfmon)

@@ -7,8 +7,8 @@
 -- core is opened with package.loadlib and its own entry point from: the
 -- core.so next to this file, perfmon/core.so on package.cpath, and the
 -- directory where `cmake --install` puts the C module.  When every way
--- fails, the error lists what was tried.  Returns the core's table, which
--- then is package.loaded["perfmon.core"] too.
+-- fails, the error lists what was tried.  Returns the core's table's face
+-- (perfmon.module), which then is package.loaded["perfmon.core"] too.
 
 local MODULE, SYMBOL, FILE = "perfmon.core", "luaopen_perfmon_core", "core.so"
 
@@ -17,8 +17,15 @@ local MODULE, SYMBOL, FILE = "perfmon.core", "luaopen_perfmon_core", "core.so"
 -- Elsewhere (the source tree, a rock) it stays this placeholder.
 local INSTALL_CDIR = "@PERFMON_LOADER_CDIR@"
 
+-- The core's table, as its face (perfmon.module), in package.loaded.
+local function loaded(core)
+  local face = require("perfmon.module")(core)
+  package.loaded[MODULE] = face
+  return face
+end
+
 local ok, core = pcall(require, MODULE)
-if ok then return core end
+if ok then return loaded(core) end
 local tried = {} -- each attempt and why it failed, for the error
 local function failed(fmt, ...)
   tried[#tried + 1] = (fmt:format(...):gsub("\n\t?", "\n\t\t"))
@@ -73,12 +80,9 @@ for _, c in ipairs(candidates) do
       failed("package.loadlib(%q, %q): %s", c.path, SYMBOL, err)
     else
       local opened, result = pcall(open, MODULE, c.path)
-      if opened then
-        if result == nil then result = true end
-        package.loaded[MODULE] = result
-        return result
-      end
-      failed("%s(%q): %s", SYMBOL, c.path, tostring(result))
+      if opened and type(result) == "table" then return loaded(result) end
+      failed("%s(%q): %s", SYMBOL, c.path,
+        opened and "returned a " .. type(result) .. ", not a table" or tostring(result))
     end
   end
 end

@@ -13,6 +13,7 @@
 local args = require("perfmon.args")
 local text_utf8 = require("perfmon.text").utf8
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 
 local openmetrics = {}
 
@@ -271,4 +272,4 @@ function openmetrics.encode(snap, opts)
   return table.concat(out)
 end
 
-return core.module(openmetrics)
+return module(openmetrics)

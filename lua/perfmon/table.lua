@@ -14,7 +14,7 @@
 --
 -- rows: { { name = ..., self_ms = ..., children = { rows } }, ... }.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local arg_error = require("perfmon.args").error
 
 local text_table = {}
@@ -153,4 +153,4 @@ function text_table.performance_columns(label, count, hottest)
   return columns
 end
 
-return core.module(text_table)
+return module(text_table)

@@ -6,7 +6,7 @@
 -- UTF-8, and its string escapes pass bytes through unchecked, so text.json
 -- writes every name through text.utf8; the flame graph's SVG does too.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local args = require("perfmon.args")
 
 local text = {}
@@ -258,4 +258,4 @@ function text.decode(s)
   return v
 end
 
-return core.module(text)
+return module(text)

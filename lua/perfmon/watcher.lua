@@ -11,6 +11,7 @@
 -- work at all; the hook never does any.
 
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local perfmon = require("perfmon")
 
 local watcher = {}
@@ -366,4 +367,4 @@ function watcher.configure(t)
   return out
 end
 
-return core.module(watcher)
+return module(watcher)

@@ -19,6 +19,7 @@
 -- it has too few to tell, and names nothing.
 
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local arg_error = require("perfmon.args").error
 
 local where = {}
@@ -281,4 +282,4 @@ function where.brief(found)
   return ("%s, from %s:%d"):format(host_name(h, true), h.site.file, h.site.line) .. share
 end
 
-return core.module(where)
+return module(where)

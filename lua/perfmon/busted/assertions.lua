@@ -2,7 +2,7 @@
 -- `assert.no_jank(fn)`, registered with luassert, and `measure(fn)` they
 -- are made of.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local perfmon = require("perfmon")
 local groups = require("perfmon.busted.groups")
 local ledger = require("perfmon.busted.ledger")
@@ -83,4 +83,4 @@ function M.register()
     "assertion.perfmon.positive", "assertion.perfmon.negative")
 end
 
-return core.module(M)
+return module(M)

@@ -8,7 +8,7 @@
 -- the test's own line with no traceback, and the runner's frame is cut
 -- from the tracebacks of the test's other failures and errors.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local busted = require("busted")
 
 local M = {}
@@ -63,4 +63,4 @@ function M.trim(budget, element, message, trace)
   end
 end
 
-return core.module(M)
+return module(M)

@@ -8,7 +8,7 @@
 -- time is the self time of the spec file that called it, and the code that
 -- runs the tests is in no group's time, only in the test's and the file's.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local perfmon = require("perfmon")
 local args = require("perfmon.args")
 
@@ -85,4 +85,4 @@ function M.drop_spec(spec)
   if spec then perfmon.detach_source(spec.path, spec.group) end
 end
 
-return core.module(M)
+return module(M)

@@ -18,6 +18,7 @@
 
 local perfmon = require("perfmon")
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 
 local M = {}
 
@@ -141,4 +142,4 @@ function Ledger:total()
   return run.cpu_us, run.groups
 end
 
-return core.module(M)
+return module(M)

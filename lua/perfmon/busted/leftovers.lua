@@ -5,6 +5,7 @@
 -- beyond what was open at a test's start is the test's.
 
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 
 local M = {}
 
@@ -72,4 +73,4 @@ function M.file_monitors(before)
     :format(left, left > 1 and "s" or "", closed, left - closed)
 end
 
-return core.module(M)
+return module(M)

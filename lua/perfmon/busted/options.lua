@@ -6,6 +6,7 @@ local M = {}
 local USAGE = "--wrap=HANDLER, --top=N, --json=PATH, --budget-ms=MS, --modules=A:B,"
   .. " --mode=exact|sampled, --rate-us=US"
 local core = require("perfmon.loader")
+local module = require("perfmon.module")
 
 local function bad(option, msg)
   error(("perfmon.busted: bad option '%s' (%s)"):format(option, msg), 3)
@@ -62,4 +63,4 @@ function M.parse(list)
   return opts, rest
 end
 
-return core.module(M)
+return module(M)

@@ -2,7 +2,7 @@
 -- output, and writes as JSON: the slowest tests, CPU per module, the tests
 -- that janked and those over the budget; each column explained in a legend.
 
-local core = require("perfmon.loader")
+local module = require("perfmon.module")
 local text = require("perfmon.text")
 
 local M = {}
@@ -133,4 +133,4 @@ function M.write(run, opts)
   f:close()
 end
 
-return core.module(M)
+return module(M)
