@@ -223,6 +223,43 @@ describe("snapshots across processes", function()
     assert.is_true(back:equals(as_written(snap)))
   end)
 
+  it("refuses to write a figure it would not read back exactly", function()
+    local mon <close> = perfmon.monitor{ "jank" }
+    local g = perfmon.group{ name = "edited", kind = "plugin" }
+    local function edited(field, v)
+      local snap = mon:snapshot()
+      snap.groups[g.id][field] = v
+      return snap
+    end
+    local function refuses(snap, msg)
+      local ok, err = pcall(perfmon.json, snap)
+      assert.is_false(ok, msg)
+      assert.matches("bad argument #1 to 'perfmon.json' (", err, 1, true)
+      assert.matches(msg, err, 1, true)
+    end
+    -- written as %.14g, these would come back another number or not at all
+    local at = ("groups[%d]."):format(g.id)
+    refuses(edited("cpu_us", 123456789012345.0 + 0.5), at .. "cpu_us must be a whole number, got 1.2345678901235e+14")
+    refuses(edited("ticks", 1.5), at .. "ticks must be a whole number, got 1.5")
+    refuses(edited("ticks", 2.0 ^ 63), at .. "ticks must be a whole number, got 9.2233720368548e+18")
+    refuses(edited("ticks", 0 / 0), at .. "ticks must be a whole number, got")
+    refuses(edited("ticks", "7"), at .. "ticks must be a whole number, got string")
+    refuses(edited("cpu_us", nil), at .. "cpu_us must be a whole number, got nil")
+    refuses(edited("durations", { 1, 2 }), at .. "durations must be a list of 10 numbers")
+    refuses(edited("memberships", { 0.5 }), at .. "memberships[1] must be a whole number, got 0.5")
+    refuses(edited("id", g.id + 1), ("groups[%d] has id %d"):format(g.id, g.id + 1))
+    local snap = mon:snapshot()
+    snap.time = snap.time + 0.5
+    refuses(snap, "time must be a whole number, got")
+    snap = mon:snapshot()
+    snap.process.user_us = -0.25
+    refuses(snap, "process.user_us must be a whole number, got -0.25")
+    -- a whole float a double holds exactly is written as the integer it is
+    local back = perfmon.snapshot_from_json(perfmon.json(edited("cpu_us", 123456789012345.0)))
+    assert.are.equal(123456789012345, back.groups[g.id].cpu_us)
+    assert.are.equal("integer", math.type(back.groups[g.id].cpu_us))
+  end)
+
   it("refuses what is not a snapshot, naming what is wrong", function()
     local function refuses(s, msg)
       local ok, err = pcall(perfmon.snapshot_from_json, s)

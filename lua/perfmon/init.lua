@@ -329,39 +329,6 @@ end
 -- JSON
 ----------------------------------------------------------------------------
 
--- A group's stats as JSON values: memberships is a list even when empty.
--- A name or kind with a NUL byte (a snapshot edited by hand: perfmon makes
--- none) is refused here, as snapshot_from_json would refuse it.
-local function json_stats(st)
-  for _, f in ipairs{ "kind", "name" } do
-    if type(st[f]) == "string" and st[f]:find("\0", 1, true) then
-      arg_error(1, "perfmon.json", ("group %s's %s contains a NUL byte: %q"):format(
-        tostring(st.id), f, st[f]), 2)
-    end
-  end
-  local j = {}
-  for k, v in pairs(st) do j[k] = v end
-  j.memberships = text.array(table.move(st.memberships, 1, #st.memberships, 1, {}))
-  for _, h in ipairs(HISTOGRAMS) do
-    j[h] = text.array(table.move(st[h], 1, #st[h], 1, {}))
-  end
-  return j
-end
-
---- The snapshot as JSON (perfmon.text's, through lua-cjson); groups are
--- keyed by their id.
-function perfmon.json(snap)
-  if getmetatable(snap) ~= Snapshot then
-    arg_error(1, "perfmon.json", "snapshot expected, got " .. type(snap))
-  end
-  local groups = {}
-  for id, st in pairs(snap.groups) do groups[tostring(id)] = json_stats(st) end
-  return text.json{
-    time = snap.time, process = json_stats(snap.process), groups = groups,
-    hook_lost = snap.hook_lost, merged = snap.merged,
-  }
-end
-
 -- A snapshot read back from JSON: every field checked, as it may come from
 -- another process, another version, or a file someone edited.  The checks
 -- raise the bare message; snapshot_from_json says whose argument it was.
@@ -424,6 +391,48 @@ local function stats_from_json(st, where)
   for _, h in ipairs(HISTOGRAMS) do out[h] = json_list(st[h], where, h, BUCKETS) end
   out.longest = longest(out.durations)
   return out
+end
+
+-- A group's stats as JSON values, as snapshot_from_json checks and reads
+-- them (memberships a list even when empty): a value it would refuse or
+-- read back as another number (a snapshot edited by hand: 1.5, a float
+-- past 2^53, which JSON's 14 digits round) is refused here, and a whole
+-- float written as the integer it is.  A name or kind with a NUL byte
+-- (perfmon makes none) is named as given.
+local function json_stats(st, where)
+  for _, f in ipairs{ "kind", "name" } do
+    if type(st[f]) == "string" and st[f]:find("\0", 1, true) then
+      arg_error(1, "perfmon.json", ("group %s's %s contains a NUL byte: %q"):format(
+        tostring(st.id), f, st[f]), 2)
+    end
+  end
+  local ok, j = pcall(stats_from_json, st, where)
+  if not ok then arg_error(1, "perfmon.json", j, 2) end
+  j.memberships = text.array(j.memberships)
+  for _, h in ipairs(HISTOGRAMS) do j[h] = text.array(j[h]) end
+  return j
+end
+
+--- The snapshot as JSON (perfmon.text's); groups are keyed by their id.
+-- Every value comes back exactly from snapshot_from_json: integers are
+-- written with every digit.
+function perfmon.json(snap)
+  if getmetatable(snap) ~= Snapshot then
+    arg_error(1, "perfmon.json", "snapshot expected, got " .. type(snap))
+  end
+  local groups = {}
+  for id, st in pairs(snap.groups) do
+    local where = ("groups[%s]"):format(tostring(id))
+    local j = json_stats(st, where)
+    if j.id ~= id then arg_error(1, "perfmon.json", ("%s has id %s"):format(where, tostring(j.id))) end
+    groups[tostring(id)] = j
+  end
+  local ok, time = pcall(json_int, snap.time, "time")
+  if not ok then arg_error(1, "perfmon.json", time) end
+  return text.json{
+    time = time, process = json_stats(snap.process, "process"), groups = groups,
+    hook_lost = snap.hook_lost, merged = snap.merged,
+  }
 end
 
 --- The snapshot that perfmon.json wrote: loaded back, it subtracts, merges
