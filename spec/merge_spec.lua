@@ -174,6 +174,25 @@ describe("snapshots across processes", function()
     assert.is_true(names.there)
   end)
 
+  it("refuses to pair by id two states' groups of one kind and name", function()
+    -- two processes that made the same groups in the same order: ids,
+    -- kinds and names alike, and nothing else to tell them apart by id
+    local _, a = child(1)
+    local b = child(1)
+    local ok, err = pcall(function() return b:subtract(a) end)
+    assert.is_false(ok, "one state's snapshot less another's, paired by id")
+    assert.matches("bad argument #1 to 'snapshot:subtract' (the snapshots are of two states:", err, 1, true)
+    -- merged, they pair by kind and name
+    local d = perfmon.merge{ b }:subtract(perfmon.merge{ a })
+    assert.is_true(d.merged)
+    -- and each pairs with itself, read back or not
+    assert.are.equal(0, by_name(perfmon.snapshot_from_json(perfmon.json(a)):subtract(a), "spell").ticks)
+    -- a snapshot written by a perfmon that did not say its state pairs by id
+    local old = perfmon.snapshot_from_json((perfmon.json(b):gsub(',"state":"[^"]*"', "")))
+    assert.is_nil(old.state)
+    assert.are.equal(by_name(b, "spell").ticks, by_name(old:subtract(a), "spell").ticks + by_name(a, "spell").ticks)
+  end)
+
   it("keeps apart kinds and names that one separator would join", function()
     local mon <close> = perfmon.monitor{ "jank" }
     local snap = mon:snapshot()
