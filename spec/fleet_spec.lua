@@ -41,5 +41,17 @@ describe("perfmon.fleet", function()
       "bad argument #1 to 'perfmon.fleet.publish' (snapshot expected, got number)")
     assert.has_error(function() fleet.publish(perfmon.snapshot(), 7) end,
       "bad argument #2 to 'perfmon.fleet.publish' (string expected, got number)")
+    -- a snapshot perfmon.json refuses (edited by hand): its reason, not
+    -- "snapshot expected, got table"
+    local snap = perfmon.snapshot()
+    snap.process.ticks = 1.5
+    assert.has_error(function() fleet.publish(snap) end,
+      "bad argument #1 to 'perfmon.fleet.publish' (process.ticks must be a whole number, got 1.5)")
+    snap = perfmon.snapshot()
+    snap.process.kind = "a\0b"
+    assert.has_error(function() fleet.publish(snap) end,
+      "bad argument #1 to 'perfmon.fleet.publish' (group 0's kind contains a NUL byte: \"a\\0b\")")
+    assert.has_error(function() fleet.publish({}) end,
+      "bad argument #1 to 'perfmon.fleet.publish' (snapshot expected, got table)")
   end)
 end)

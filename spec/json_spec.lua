@@ -70,6 +70,24 @@ describe("perfmon.text.json", function()
     local ok, err = pcall(text.json, { f = print })
     assert.is_false(ok)
     assert.matches("cannot write a function", err)
+    -- as an argument error of the function the API names, at the caller's line
+    local function line_err(v) return select(2, pcall(function() local s = text.json(v) return s end)) end
+    assert.are.equal(("%s:%d: bad argument #1 to 'perfmon.text.json' (cannot write a function)")
+      :format(debug.getinfo(1, "S").short_src, debug.getinfo(1, "l").currentline - 2), line_err({ a = { b = print } }))
+    assert.matches("bad argument #1 to 'perfmon.text.json' (object key must be a string, got number)",
+      line_err({ [1] = 1 }), 1, true)
+    -- a table inside itself is refused, not a stack overflow; and nothing
+    -- deeper than text.decode reads back
+    local cycle = {}
+    cycle.again = cycle
+    assert.matches("bad argument #1 to 'perfmon.text.json' (nested deeper than 64: a table inside itself?)",
+      line_err(cycle), 1, true)
+    local deep = {}
+    for _ = 1, 64 do deep = { a = deep } end
+    assert.matches("nested deeper than 64", line_err(deep), 1, true)
+    deep = text.array{}
+    for _ = 1, 63 do deep = text.array{ deep } end
+    assert.are.same(text.decode(text.json(deep)), text.decode(("["):rep(64) .. ("]"):rep(64)))
   end)
 end)
 

@@ -174,6 +174,25 @@ describe("snapshots across processes", function()
     assert.is_true(names.there)
   end)
 
+  it("refuses to pair by id two states' groups of one kind and name", function()
+    -- two processes that made the same groups in the same order: ids,
+    -- kinds and names alike, and nothing else to tell them apart by id
+    local _, a = child(1)
+    local b = child(1)
+    local ok, err = pcall(function() return b:subtract(a) end)
+    assert.is_false(ok, "one state's snapshot less another's, paired by id")
+    assert.matches("bad argument #1 to 'snapshot:subtract' (the snapshots are of two states:", err, 1, true)
+    -- merged, they pair by kind and name
+    local d = perfmon.merge{ b }:subtract(perfmon.merge{ a })
+    assert.is_true(d.merged)
+    -- and each pairs with itself, read back or not
+    assert.are.equal(0, by_name(perfmon.snapshot_from_json(perfmon.json(a)):subtract(a), "spell").ticks)
+    -- a snapshot written by a perfmon that did not say its state pairs by id
+    local old = perfmon.snapshot_from_json((perfmon.json(b):gsub(',"state":"[^"]*"', "")))
+    assert.is_nil(old.state)
+    assert.are.equal(by_name(b, "spell").ticks, by_name(old:subtract(a), "spell").ticks + by_name(a, "spell").ticks)
+  end)
+
   it("keeps apart kinds and names that one separator would join", function()
     local mon <close> = perfmon.monitor{ "jank" }
     local snap = mon:snapshot()
@@ -221,6 +240,43 @@ describe("snapshots across processes", function()
     assert.are.equal(math.maxinteger, back.process.durations[10])
     assert.are.equal("integer", math.type(back.process.ticks))
     assert.is_true(back:equals(as_written(snap)))
+  end)
+
+  it("refuses to write a figure it would not read back exactly", function()
+    local mon <close> = perfmon.monitor{ "jank" }
+    local g = perfmon.group{ name = "edited", kind = "plugin" }
+    local function edited(field, v)
+      local snap = mon:snapshot()
+      snap.groups[g.id][field] = v
+      return snap
+    end
+    local function refuses(snap, msg)
+      local ok, err = pcall(perfmon.json, snap)
+      assert.is_false(ok, msg)
+      assert.matches("bad argument #1 to 'perfmon.json' (", err, 1, true)
+      assert.matches(msg, err, 1, true)
+    end
+    -- written as %.14g, these would come back another number or not at all
+    local at = ("groups[%d]."):format(g.id)
+    refuses(edited("cpu_us", 123456789012345.0 + 0.5), at .. "cpu_us must be a whole number, got 1.2345678901235e+14")
+    refuses(edited("ticks", 1.5), at .. "ticks must be a whole number, got 1.5")
+    refuses(edited("ticks", 2.0 ^ 63), at .. "ticks must be a whole number, got 9.2233720368548e+18")
+    refuses(edited("ticks", 0 / 0), at .. "ticks must be a whole number, got")
+    refuses(edited("ticks", "7"), at .. "ticks must be a whole number, got string")
+    refuses(edited("cpu_us", nil), at .. "cpu_us must be a whole number, got nil")
+    refuses(edited("durations", { 1, 2 }), at .. "durations must be a list of 10 numbers")
+    refuses(edited("memberships", { 0.5 }), at .. "memberships[1] must be a whole number, got 0.5")
+    refuses(edited("id", g.id + 1), ("groups[%d] has id %d"):format(g.id, g.id + 1))
+    local snap = mon:snapshot()
+    snap.time = snap.time + 0.5
+    refuses(snap, "time must be a whole number, got")
+    snap = mon:snapshot()
+    snap.process.user_us = -0.25
+    refuses(snap, "process.user_us must be a whole number, got -0.25")
+    -- a whole float a double holds exactly is written as the integer it is
+    local back = perfmon.snapshot_from_json(perfmon.json(edited("cpu_us", 123456789012345.0)))
+    assert.are.equal(123456789012345, back.groups[g.id].cpu_us)
+    assert.are.equal("integer", math.type(back.groups[g.id].cpu_us))
   end)
 
   it("refuses what is not a snapshot, naming what is wrong", function()

@@ -746,6 +746,31 @@ describe("perfmon.profiler", function()
       assert.matches("</svg>\n$", text)
     end)
 
+    it("refuses a flame graph's bad arguments, naming them", function()
+      local flamegraph = require("perfmon.flamegraph")
+      local profile = { meta = {}, threads = {} }
+      assert.matches("^<%?xml", flamegraph.svg(profile, { width = 300, title = "t" }))
+      local function refuses(fn, msg)
+        local ok, err = pcall(fn)
+        assert.is_false(ok, msg)
+        assert.are.equal(msg, (tostring(err):gsub("^[^:]*:%d+: ", "")))
+      end
+      refuses(function() flamegraph.svg(1) end,
+        "bad argument #1 to 'perfmon.flamegraph.svg' (decoded Gecko profile (a table) expected, got number)")
+      refuses(function() flamegraph.tree("{}") end,
+        "bad argument #1 to 'perfmon.flamegraph.tree' (decoded Gecko profile (a table) expected, got string)")
+      refuses(function() flamegraph.svg(profile, 1) end,
+        "bad argument #2 to 'perfmon.flamegraph.svg' (options table expected, got number)")
+      refuses(function() flamegraph.svg(profile, { widht = 300 }) end,
+        "bad argument #2 to 'perfmon.flamegraph.svg' (unknown option \"widht\" (options: width, title))")
+      refuses(function() flamegraph.svg(profile, { width = "300" }) end,
+        "bad argument #2 to 'perfmon.flamegraph.svg' (width: an integer number of px >= 100 expected, got string)")
+      refuses(function() flamegraph.svg(profile, { width = 150.5 }) end,
+        "bad argument #2 to 'perfmon.flamegraph.svg' (width: an integer number of px >= 100 expected, got 150.5)")
+      refuses(function() flamegraph.svg(profile, { title = 1 }) end,
+        "bad argument #2 to 'perfmon.flamegraph.svg' (title: string expected, got number)")
+    end)
+
     it("shows jank alerts as markers when a monitor is open", function()
       truth.alone(pending)
       local watcher = require("perfmon.watcher")

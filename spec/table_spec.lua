@@ -81,6 +81,16 @@ describe("perfmon.table", function()
       "bad argument #2 to 'perfmon.table.render' (list of rows expected, got nil)")
     assert.has_error(function() text_table.render({ { key = "x", max = 2 } }, {}) end,
       "bad argument #1 to 'perfmon.table.render' (column 1: max must be an integer >= 4)")
+    -- a misspelt field or option is an error, never ignored
+    assert.has_error(function() text_table.render({ { key = "x", algn = "left" } }, {}) end,
+      "bad argument #1 to 'perfmon.table.render' (column 1: unknown field \"algn\" "
+      .. "(fields: key, title, figure, format, align, max))")
+    assert.has_error(function() text_table.render({ { key = "x", align = "centre" } }, {}) end,
+      "bad argument #1 to 'perfmon.table.render' (column 1: align must be \"left\" or \"right\", got \"centre\")")
+    assert.has_error(function() text_table.render({ { key = "x", title = 5 } }, {}) end,
+      "bad argument #1 to 'perfmon.table.render' (column 1: title must be a string, got number)")
+    assert.has_error(function() text_table.render(columns, {}, { unfld = true }) end,
+      "bad argument #3 to 'perfmon.table.render' (unknown option \"unfld\" (options: unfold))")
     assert.has_error(function() text_table.figure("3") end,
       "bad argument #1 to 'perfmon.table.figure' (number expected, got string)")
     assert.has_error(function() text_table.figure(0 / 0) end,

@@ -18,6 +18,7 @@ local PALETTE = {
 }
 
 local module = require("perfmon.module")
+local arg_error = require("perfmon.args").error
 local text_utf8 = require("perfmon.text").utf8
 
 -- XML text: UTF-8, and without the control characters XML 1.0 forbids
@@ -49,8 +50,15 @@ local function child(parent, name, color)
   return c
 end
 
+local function check_profile(profile, fname)
+  if type(profile) ~= "table" then
+    arg_error(1, fname, "decoded Gecko profile (a table) expected, got " .. type(profile), 2)
+  end
+end
+
 --- The tree of a decoded Gecko profile: { name, count, children, order }.
 function flamegraph.tree(profile)
+  check_profile(profile, "perfmon.flamegraph.tree")
   local cats = profile.meta and profile.meta.categories or {}
   local root = node("all", PALETTE.transparent)
   for _, th in ipairs(profile.threads or {}) do
@@ -98,8 +106,25 @@ end
 --- The SVG text of a decoded Gecko profile.  opts: width (px, 1200),
 -- title.
 function flamegraph.svg(profile, opts)
-  opts = opts or {}
+  check_profile(profile, "perfmon.flamegraph.svg")
+  opts = opts == nil and {} or opts
+  if type(opts) ~= "table" then
+    arg_error(2, "perfmon.flamegraph.svg", "options table expected, got " .. type(opts))
+  end
+  for k in pairs(opts) do
+    if k ~= "width" and k ~= "title" then
+      arg_error(2, "perfmon.flamegraph.svg", ("unknown option %s (options: width, title)"):format(
+        type(k) == "string" and ("%q"):format(k) or ("[" .. tostring(k) .. "]")))
+    end
+  end
   local width = opts.width or 1200
+  if not math.type(width) or not math.tointeger(width) or width < 100 then
+    arg_error(2, "perfmon.flamegraph.svg", "width: an integer number of px >= 100 expected, got "
+      .. (type(width) == "number" and tostring(width) or type(width)))
+  end
+  if opts.title ~= nil and type(opts.title) ~= "string" then
+    arg_error(2, "perfmon.flamegraph.svg", "title: string expected, got " .. type(opts.title))
+  end
   local row, pad, top_pad = 17, 10, 40
   local root = flamegraph.tree(profile)
   local depth = 0
@@ -164,9 +189,9 @@ function flamegraph.main(argv)
       print(USAGE)
       return 0
     elseif a == "--width" then
-      opts.width = tonumber(argv[i + 1])
+      opts.width = math.tointeger(tonumber(argv[i + 1]))
       if not opts.width or opts.width < 100 then
-        io.stderr:write("flamegraph: --width needs a number of pixels >= 100\n", USAGE, "\n")
+        io.stderr:write("flamegraph: --width needs a whole number of pixels >= 100\n", USAGE, "\n")
         return 2
       end
       i = i + 1

@@ -27,7 +27,10 @@ function fleet.publish(snap, label)
     args.error(2, "perfmon.fleet.publish", ("the label holds a NUL byte: %q"):format(label))
   end
   local ok, json = pcall(perfmon.json, snap)
-  if not ok then args.error(1, "perfmon.fleet.publish", "snapshot expected, got " .. type(snap)) end
+  if not ok then
+    -- perfmon.json's reason, its argument being this one
+    args.error(1, "perfmon.fleet.publish", tostring(json):match("'perfmon%.json' %((.*)%)$") or tostring(json))
+  end
   return core.fleet_publish(json, label or "")
 end
 

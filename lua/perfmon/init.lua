@@ -39,6 +39,25 @@ local function check_self(self, mt, fname, what)
   end
 end
 
+-- Which Lua state a snapshot is of (its `state`), so that two states'
+-- snapshots never pair by id: ids start at 1 in every state, and two
+-- processes that made the same groups in one order hold the same ids,
+-- kinds and names.  Made once a state, and kept in its registry so that
+-- perfmon loaded again there keeps it: the time (in s, and in µs on
+-- core.wall_us's clock) and the address of a table of the state, which no
+-- state alive beside it shares.
+local STATE
+do
+  local debug = package.loaded.debug
+  local reg = debug and debug.getregistry and debug.getregistry()
+  STATE = reg and reg["perfmon.snapshot_state"]
+  if type(STATE) ~= "string" then
+    local t = tostring({})
+    STATE = ("%d-%.0f-%s"):format(os.time(), core.wall_us(), t:match("0x%x+") or t)
+    if reg then reg["perfmon.snapshot_state"] = STATE end
+  end
+end
+
 ----------------------------------------------------------------------------
 -- Groups and environments
 ----------------------------------------------------------------------------
@@ -186,6 +205,10 @@ function Snapshot:subtract(older)
     for _, st in pairs(older.groups) do by_key[group_key(st)] = st end
     for id, st in pairs(new.groups) do groups[id] = stats_minus(st, by_key[group_key(st)]) end
   else
+    if new.state and older.state and new.state ~= older.state then
+      arg_error(1, "snapshot:subtract", ("the snapshots are of two states: %s here, %s there; snapshots "
+        .. "of two states pair by kind and name once merged (perfmon.merge)"):format(new.state, older.state))
+    end
     for id, st in pairs(new.groups) do
       local old = older.groups[id]
       -- ids are never reused within a state: another group under this id
@@ -204,6 +227,7 @@ function Snapshot:subtract(older)
     groups = groups,
     hook_lost = new.hook_lost, -- perfmon lost its hook before self
     merged = new.merged,
+    state = not new.merged and new.state or nil,
   }, Snapshot)
 end
 
@@ -292,6 +316,7 @@ Monitor.__gc = Monitor.close
 local function snapshot_of(stats)
   stats.process.longest = longest(stats.process.durations)
   for _, st in pairs(stats.groups) do st.longest = longest(st.durations) end
+  stats.state = STATE
   return setmetatable(stats, Snapshot)
 end
 
@@ -329,39 +354,6 @@ end
 -- JSON
 ----------------------------------------------------------------------------
 
--- A group's stats as JSON values: memberships is a list even when empty.
--- A name or kind with a NUL byte (a snapshot edited by hand: perfmon makes
--- none) is refused here, as snapshot_from_json would refuse it.
-local function json_stats(st)
-  for _, f in ipairs{ "kind", "name" } do
-    if type(st[f]) == "string" and st[f]:find("\0", 1, true) then
-      arg_error(1, "perfmon.json", ("group %s's %s contains a NUL byte: %q"):format(
-        tostring(st.id), f, st[f]), 2)
-    end
-  end
-  local j = {}
-  for k, v in pairs(st) do j[k] = v end
-  j.memberships = text.array(table.move(st.memberships, 1, #st.memberships, 1, {}))
-  for _, h in ipairs(HISTOGRAMS) do
-    j[h] = text.array(table.move(st[h], 1, #st[h], 1, {}))
-  end
-  return j
-end
-
---- The snapshot as JSON (perfmon.text's, through lua-cjson); groups are
--- keyed by their id.
-function perfmon.json(snap)
-  if getmetatable(snap) ~= Snapshot then
-    arg_error(1, "perfmon.json", "snapshot expected, got " .. type(snap))
-  end
-  local groups = {}
-  for id, st in pairs(snap.groups) do groups[tostring(id)] = json_stats(st) end
-  return text.json{
-    time = snap.time, process = json_stats(snap.process), groups = groups,
-    hook_lost = snap.hook_lost, merged = snap.merged,
-  }
-end
-
 -- A snapshot read back from JSON: every field checked, as it may come from
 -- another process, another version, or a file someone edited.  The checks
 -- raise the bare message; snapshot_from_json says whose argument it was.
@@ -398,6 +390,15 @@ local function json_true(v, where, key)
   return v
 end
 
+-- A snapshot's state: absent where a perfmon that did not write it wrote
+-- the snapshot (which then pairs by id, as it did there).
+local function json_state(v)
+  if v ~= nil and type(v) ~= "string" then
+    json_error("state", nil, "must be a string or absent, got " .. (v == text.null and "null" or type(v)))
+  end
+  return v
+end
+
 local function json_list(v, where, key, len)
   if type(v) ~= "table" or v == text.null or (len and #v ~= len) then
     json_error(where, key, "must be a list" .. (len and (" of %d numbers"):format(len) or ""))
@@ -426,6 +427,51 @@ local function stats_from_json(st, where)
   return out
 end
 
+-- A group's stats as JSON values, as snapshot_from_json checks and reads
+-- them (memberships a list even when empty): a value it would refuse or
+-- read back as another number (a snapshot edited by hand: 1.5, a float
+-- past 2^53, which JSON's 14 digits round) is refused here, and a whole
+-- float written as the integer it is.  A name or kind with a NUL byte
+-- (perfmon makes none) is named as given.
+local function json_stats(st, where)
+  for _, f in ipairs{ "kind", "name" } do
+    if type(st[f]) == "string" and st[f]:find("\0", 1, true) then
+      arg_error(1, "perfmon.json", ("group %s's %s contains a NUL byte: %q"):format(
+        tostring(st.id), f, st[f]), 2)
+    end
+  end
+  local ok, j = pcall(stats_from_json, st, where)
+  if not ok then arg_error(1, "perfmon.json", j, 2) end
+  j.memberships = text.array(j.memberships)
+  for _, h in ipairs(HISTOGRAMS) do j[h] = text.array(j[h]) end
+  return j
+end
+
+--- The snapshot as JSON (perfmon.text's); groups are keyed by their id.
+-- Every value comes back exactly from snapshot_from_json: integers are
+-- written with every digit.
+function perfmon.json(snap)
+  if getmetatable(snap) ~= Snapshot then
+    arg_error(1, "perfmon.json", "snapshot expected, got " .. type(snap))
+  end
+  local groups = {}
+  for id, st in pairs(snap.groups) do
+    local where = ("groups[%s]"):format(tostring(id))
+    local j = json_stats(st, where)
+    if j.id ~= id then arg_error(1, "perfmon.json", ("%s has id %s"):format(where, tostring(j.id))) end
+    groups[tostring(id)] = j
+  end
+  local ok, time = pcall(json_int, snap.time, "time")
+  if not ok then arg_error(1, "perfmon.json", time) end
+  local state
+  ok, state = pcall(json_state, snap.state)
+  if not ok then arg_error(1, "perfmon.json", state) end
+  return text.json{
+    time = time, process = json_stats(snap.process, "process"), groups = groups,
+    hook_lost = snap.hook_lost, merged = snap.merged, state = state,
+  }
+end
+
 --- The snapshot that perfmon.json wrote: loaded back, it subtracts, merges
 -- and exports as the original did, every figure exact (integers past 2^53
 -- included: perfmon.text.decode, not lua-cjson's doubles).
@@ -444,6 +490,7 @@ function perfmon.snapshot_from_json(s)
       groups = {},
       hook_lost = json_true(t.hook_lost, "hook_lost"),
       merged = json_true(t.merged, "merged"),
+      state = json_state(t.state),
     }, Snapshot)
     for key, st in pairs(t.groups) do
       local where = ("groups[%q]"):format(key)

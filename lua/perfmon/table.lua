@@ -50,6 +50,11 @@ local function cut(s, max)
   return s:sub(1, n) .. "..."
 end
 
+-- A column's fields; one misspelt is an error, never ignored.
+local COLUMN_FIELDS = { "key", "title", "figure", "format", "align", "max" }
+local IS_COLUMN_FIELD = {}
+for _, f in ipairs(COLUMN_FIELDS) do IS_COLUMN_FIELD[f] = true end
+
 local function check_columns(columns)
   if type(columns) ~= "table" or #columns == 0 then
     arg_error(1, "perfmon.table.render", "list of columns expected, got "
@@ -58,6 +63,21 @@ local function check_columns(columns)
   for i, col in ipairs(columns) do
     if type(col) ~= "table" or type(col.key) ~= "string" then
       arg_error(1, "perfmon.table.render", ("column %d: a table with a string key expected"):format(i), 2)
+    end
+    for k in pairs(col) do
+      if not IS_COLUMN_FIELD[k] then
+        arg_error(1, "perfmon.table.render", ("column %d: unknown field %s (fields: %s)"):format(
+          i, type(k) == "string" and ("%q"):format(k) or ("[" .. tostring(k) .. "]"),
+          table.concat(COLUMN_FIELDS, ", ")), 2)
+      end
+    end
+    if col.title ~= nil and type(col.title) ~= "string" then
+      arg_error(1, "perfmon.table.render", ("column %d: title must be a string, got %s"):format(
+        i, type(col.title)), 2)
+    end
+    if col.align ~= nil and col.align ~= "left" and col.align ~= "right" then
+      arg_error(1, "perfmon.table.render", ('column %d: align must be "left" or "right", got %s'):format(
+        i, type(col.align) == "string" and ("%q"):format(col.align) or type(col.align)), 2)
     end
     if col.format ~= nil and type(col.format) ~= "function" then
       arg_error(1, "perfmon.table.render", ("column %d: format must be a function"):format(i), 2)
@@ -81,6 +101,12 @@ function text_table.render(columns, rows, opts)
   end
   if opts ~= nil and type(opts) ~= "table" then
     arg_error(3, "perfmon.table.render", "options table expected, got " .. type(opts))
+  end
+  for k in pairs(opts or {}) do
+    if k ~= "unfold" then
+      arg_error(3, "perfmon.table.render", ("unknown option %s (options: unfold)"):format(
+        type(k) == "string" and ("%q"):format(k) or ("[" .. tostring(k) .. "]")))
+    end
   end
   local unfold = opts and opts.unfold
   local grid = {}

@@ -66,23 +66,29 @@ local function encode_string(s)
   return '"' .. s:gsub('[%c"\\/]', WRITE_ESCAPES) .. '"'
 end
 
-local function encode(v, out)
+-- What text.json cannot write: raised as a table, so that text.json tells
+-- it from a memory error and names itself, at its caller's line.
+local function refuse(msg) error({ json_refused = msg }, 0) end
+
+-- Deeper than text.decode reads back (a table inside itself, say).
+local MAX_DEPTH = 64
+
+local function encode(v, out, depth)
   if v == text.null then
     out[#out + 1] = "null"
   elseif type(v) == "table" then
+    if depth > MAX_DEPTH then refuse(("nested deeper than %d: a table inside itself?"):format(MAX_DEPTH)) end
     if getmetatable(v) == ARRAY then
       out[#out + 1] = "["
       for i = 1, #v do
         if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out)
+        encode(v[i], out, depth + 1)
       end
       out[#out + 1] = "]"
     else
       local keys = {}
       for k in pairs(v) do
-        if type(k) ~= "string" then
-          error("text.json: object key must be a string, got " .. type(k), 2)
-        end
+        if type(k) ~= "string" then refuse("object key must be a string, got " .. type(k)) end
         keys[#keys + 1] = k
       end
       table.sort(keys) -- the same text for the same value
@@ -91,7 +97,7 @@ local function encode(v, out)
         if i > 1 then out[#out + 1] = "," end
         out[#out + 1] = encode_string(k)
         out[#out + 1] = ":"
-        encode(v[k], out)
+        encode(v[k], out, depth + 1)
       end
       out[#out + 1] = "}"
     end
@@ -105,7 +111,7 @@ local function encode(v, out)
   elseif type(v) == "boolean" then
     out[#out + 1] = tostring(v)
   else
-    error("text.json: cannot write a " .. type(v), 3)
+    refuse("cannot write a " .. type(v))
   end
 end
 
@@ -113,7 +119,11 @@ end
 -- arrays, other tables objects with string keys; text.null is null.
 function text.json(v)
   local out = {}
-  encode(v, out)
+  local ok, err = pcall(encode, v, out, 1)
+  if not ok then
+    if type(err) == "table" and err.json_refused then args.error(1, "perfmon.text.json", err.json_refused) end
+    error(err, 0)
+  end
   -- outside strings everything written is ASCII, so an invalid byte is in
   -- a string, and replacing it keeps the text JSON
   return text.utf8(table.concat(out))
