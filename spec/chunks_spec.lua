@@ -238,6 +238,57 @@ describe("chunks", function()
     mon:close()
   end)
 
+  for _, listening in ipairs{ true, false } do
+    it(("frees the groups of chunks that die in a host with no events that polls the watcher (%s)")
+      :format(listening and "a listener" or "no listener"), function()
+      -- a host that compiles chunks under "chunks", runs no event, takes no
+      -- snapshot and makes no group: it only polls the watcher from its
+      -- idle loop (a full collection every 500 chunks, as above)
+      local watcher = require("perfmon.watcher")
+      local function listener() end
+      if listening then watcher.add_listener("*", listener) end
+      local mon <close> = perfmon.monitor{ "jank", "chunks" }
+      collectgarbage()
+      watcher.poll()
+      local base = perfmon.info()
+      local live0 = base.groups
+      -- what a chunk's group costs while it lives: 64 run and held
+      local held = {}
+      for i = 1, 64 do
+        held[i] = assert(load("return " .. i))
+        held[i]()
+      end
+      local per_chunk = (perfmon.info().bytes - base.bytes) / 64
+      assert(per_chunk > 0, "a chunk's group costs no memory: is \"chunks\" on?")
+      held = nil -- luacheck: ignore 311
+      collectgarbage()
+      local N = math.max(20000, 4 * live0)
+      local most_groups, most_bytes = 0, 0
+      for i = 1, N do
+        assert(load("return " .. i))()
+        if i % 500 == 0 then collectgarbage() end
+        watcher.poll()
+        local info = perfmon.info()
+        most_groups = math.max(most_groups, info.groups + info.dead_groups)
+        most_bytes = math.max(most_bytes, info.bytes)
+      end
+      if listening then watcher.remove_listener("*", listener) end
+      mon:close()
+      -- a poll sweeps once the dead are 256 or more and outnumber the
+      -- living: at most max(256, living) dead, the chunks of the last 500
+      -- and the 64 held; without it, every one of the N chunks' groups
+      local bound = 2 * live0 + 256 + 500 + 64
+      assert(most_groups <= bound, ("%d groups held after %d chunks (at most %d: %d alive before)")
+        :format(most_groups, N, bound, live0))
+      -- twice what that many live chunk groups cost: room for the address
+      -- maps, which grow in steps
+      local most = 2 * (bound - live0) * per_chunk
+      assert(most_bytes - base.bytes <= most,
+        ("perfmon's memory grew from %d to %d bytes (at most %.0f more: %.0f bytes a chunk)")
+          :format(base.bytes, most_bytes, most, per_chunk))
+    end)
+  end
+
   it("says how it tells chunks apart", function()
     assert.is_true(perfmon.info().chunks == "prototype" or perfmon.info().chunks == "source")
     if os.getenv("PERFMON_PATH") == "public" then

@@ -121,12 +121,13 @@ void pm_thread_forget (pm_Thread *t); /* its memory is freed */
 void pm_hook_spare (void *S); /* a pm_State */
 /* Frees the dead groups (pm_groups_sweep, sparing the shadow stacks'), as
 ** perfmon's own work: charged to nobody.  Run where perfmon's own work
-** runs (a snapshot, a group made, an event's end), never from the hook or
-** the allocator wrapper.  With due, only once the dead are 256 or more and
-** outnumber the living: a host whose groups come and go by the thousand
-** (groups made and dropped, a chunk compiled per event under "chunks")
-** keeps its memory flat; a sweep walks every group, half of them dead or
-** more. */
+** runs (a snapshot, a group made, an event's end, a poll), never from the
+** hook or the allocator wrapper.  With due, only once the dead are 256 or
+** more and outnumber the living: a host whose groups come and go by the
+** thousand (groups made and dropped, a chunk compiled per event under
+** "chunks", or by a host that only polls) keeps its memory flat; a sweep
+** walks every group, half of them dead or more.  Otherwise it compares
+** two counts, cheap enough for every poll. */
 void pm_hook_sweep (pm_State *S, int due);
 
 

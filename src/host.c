@@ -82,12 +82,16 @@ int perfmon_blocking_end (lua_State *L) {
   return with_state(L, pm_hook_blocking_end);
 }
 
+/* A poll is also where a host that has no events (it only polls) frees
+** the groups that died since: chunks compiled under "chunks" and dropped.
+** pm_hook_sweep(S, 1) compares two counts when there is nothing to free. */
 int perfmon_poll (lua_State *L, double *next_ms) {
   pm_State *S = pm_state_get(L);
   double next;
   if (S == NULL)
     return missing(L);
   pm_hook_settle(L, S);
+  pm_hook_sweep(S, 1);
   next = pm_alert_poll(L, S);
   if (next_ms != NULL)
     *next_ms = next;

@@ -6,9 +6,9 @@
 #include <lauxlib.h>
 
 #include "alert.h"
-#include "hook.h"
 #include "lalert.h"
 #include "largs.h"
+#include "perfmon.h"
 
 /*
 ** {======================================================
@@ -51,12 +51,12 @@ static int l_alerts (lua_State *L) {
 }
 
 /* core.deliver() -> ms until the dispatcher wants its next call, or nil
-** when nothing waits: calls the dispatcher now, unless inside an event */
+** when nothing waits: calls the dispatcher now, unless inside an event,
+** as perfmon_poll, which also frees the groups that died */
 static int l_deliver (lua_State *L) {
-  pm_State *S = pm_lstate(L);
   double next_ms;
-  pm_hook_settle(L, S);
-  next_ms = pm_alert_poll(L, S);
+  pm_lstate(L); /* the state is not closing */
+  perfmon_poll(L, &next_ms);
   if (next_ms < 0)
     lua_pushnil(L);
   else

@@ -79,7 +79,8 @@ PERFMON_API int perfmon_user_input (lua_State *L);
 ** the ms until more are due, or -1 when nothing waits: the timeout of the
 ** host's next wait.  Inside an event it delivers nothing and says -1: the
 ** event's end delivers (a host that waits inside an event handler marks
-** its loop as nested, perfmon_nested_enter). */
+** its loop as nested, perfmon_nested_enter).  It also frees the groups
+** that died, as an event's end does. */
 PERFMON_API int perfmon_poll (lua_State *L, double *next_ms);
 PERFMON_API int perfmon_animation (lua_State *L, int on);
 
