@@ -12,6 +12,15 @@ function args.error(n, fname, msg, depth)
   error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (depth or 1) + 2)
 end
 
+--- The reason of an argument error err that names fname ("bad argument
+-- #n to 'fname' (reason)", with or without a position), or nil: a module
+-- that passes its argument on names itself with the callee's reason.
+function args.reason(err, fname)
+  if type(err) ~= "string" then return nil end
+  local name, why = err:match("bad argument #%d+ to '([^']*)' %((.*)%)$")
+  return name == fname and why or nil
+end
+
 --- Whether fn can be called: a function, or a value with __call.
 function args.callable(fn)
   local mt = getmetatable(fn)
@@ -23,6 +32,17 @@ end
 function args.check_callable(fn, n, fname, depth)
   if not args.callable(fn) then
     args.error(n, fname, "function expected, got " .. type(fn), (depth or 1) + 1)
+  end
+end
+
+--- Raises unless self, a method's, is an object of metatable mt ("what":
+-- "monitor"), so that x.close() for x:close() names the mistake instead of
+-- failing inside perfmon; fname is the method as the API writes it
+-- ("monitor:close"), depth as for check_callable.
+function args.check_self(self, mt, fname, what, depth)
+  if getmetatable(self) ~= mt then
+    args.error(1, fname, ("%s expected, got %s (call it as x:%s())"):format(
+      what, type(self), fname:match("[^:]*$")), (depth or 1) + 1)
   end
 end
 

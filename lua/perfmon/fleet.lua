@@ -28,8 +28,11 @@ function fleet.publish(snap, label)
   end
   local ok, json = pcall(perfmon.json, snap)
   if not ok then
-    -- perfmon.json's reason, its argument being this one
-    args.error(1, "perfmon.fleet.publish", tostring(json):match("'perfmon%.json' %((.*)%)$") or tostring(json))
+    -- perfmon.json's reason, its argument being this one; any other error
+    -- (memory) as it was
+    local why = args.reason(json, "perfmon.json")
+    if why then args.error(1, "perfmon.fleet.publish", why) end
+    error(json, 0)
   end
   return core.fleet_publish(json, label or "")
 end

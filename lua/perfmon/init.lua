@@ -30,14 +30,7 @@ local args = require("perfmon.args")
 local arg_error = args.error
 local text = require("perfmon.text")
 
--- A method called with something else as self (mon.close() for
--- mon:close()) names the mistake instead of failing inside perfmon.
-local function check_self(self, mt, fname, what)
-  if getmetatable(self) ~= mt then
-    arg_error(1, fname, ("%s expected, got %s (call it as x:%s())"):format(
-      what, type(self), fname:match("[^:]*$")), 2)
-  end
-end
+local check_self = args.check_self
 
 -- Which Lua state a snapshot is of (its `state`), so that two states'
 -- snapshots never pair by id: ids start at 1 in every state, and two
