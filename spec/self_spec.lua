@@ -263,6 +263,6 @@ describe("the watcher on self time", function()
     assert.is_true(inclusive.slow)
     assert.is_true(inclusive.dispatch)
     assert.has_error(function() plugin_watcher.new{ on_warning = print, time = "both" } end,
-      "bad argument #1 to 'new' ('time' must be \"self\" or \"inclusive\", got \"both\")")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('time' must be \"self\" or \"inclusive\", got \"both\")")
   end)
 end)

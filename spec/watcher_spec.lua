@@ -168,9 +168,9 @@ describe("watcher alerts", function()
     assert.equal(1, n)
     assert.equal(0, core.info().monitors) -- the watcher's monitor is gone
     assert.has_error(function() watcher.remove_listener(g, fn) end,
-      "bad argument #2 to 'remove_listener' (not a listener of this target)")
+      "bad argument #2 to 'perfmon.watcher.remove_listener' (not a listener of this target)")
     assert.has_error(function() watcher.remove_listener("*", fn) end,
-      "bad argument #2 to 'remove_listener' (not a listener of this target)")
+      "bad argument #2 to 'perfmon.watcher.remove_listener' (not a listener of this target)")
   end)
 
   it("isolates a failing listener: the others and the host go on", function()
@@ -271,35 +271,35 @@ describe("watcher alerts", function()
     local g = perfmon.group { name = "args", kind = "plugin" }
     local fn = function() end
     assert.has_error(function() watcher.add_listener(5, fn) end,
-      "bad argument #1 to 'add_listener' (perfmon.group or \"*\" expected, got number)")
+      "bad argument #1 to 'perfmon.watcher.add_listener' (perfmon.group or \"*\" expected, got number)")
     assert.has_error(function() watcher.add_listener("all", fn) end,
-      "bad argument #1 to 'add_listener' (perfmon.group or \"*\" expected, got string)")
+      "bad argument #1 to 'perfmon.watcher.add_listener' (perfmon.group or \"*\" expected, got string)")
     assert.has_error(function() watcher.add_listener(g, "fn") end,
-      "bad argument #2 to 'add_listener' (function expected, got string)")
+      "bad argument #2 to 'perfmon.watcher.add_listener' (function expected, got string)")
     assert.has_error(function() watcher.remove_listener(nil, fn) end,
-      "bad argument #1 to 'remove_listener' (perfmon.group or \"*\" expected, got nil)")
+      "bad argument #1 to 'perfmon.watcher.remove_listener' (perfmon.group or \"*\" expected, got nil)")
     assert.has_error(function() watcher.configure(3) end,
-      "bad argument #1 to 'configure' (table expected, got number)")
+      "bad argument #1 to 'perfmon.watcher.configure' (table expected, got number)")
     assert.has_error(function() watcher.configure { jank_treshold_us = 1 } end,
-      "bad argument #1 to 'configure' (unknown setting \"jank_treshold_us\" (settings: "
+      "bad argument #1 to 'perfmon.watcher.configure' (unknown setting \"jank_treshold_us\" (settings: "
       .. "blocking_threshold_us, buffering_delay_ms, input_window_ms, jank_threshold_us, mode, on_error, "
       .. "time))")
     assert.has_error(function() watcher.configure { time = "both" } end,
-      "bad argument #1 to 'configure' ('time' must be \"self\" or \"inclusive\", got \"both\")")
+      "bad argument #1 to 'perfmon.watcher.configure' ('time' must be \"self\" or \"inclusive\", got \"both\")")
     assert.has_error(function() watcher.configure { jank_threshold_us = -1 } end,
-      "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got -1)")
+      "bad argument #1 to 'perfmon.watcher.configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got -1)")
     assert.has_error(function() watcher.configure { buffering_delay_ms = 0 / 0 } end)
     assert.has_error(function() watcher.configure { on_error = true } end,
-      "bad argument #1 to 'configure' ('on_error' must be a function, got boolean)")
+      "bad argument #1 to 'perfmon.watcher.configure' ('on_error' must be a function, got boolean)")
     assert.has_error(function() watcher.configure { mode = "sample" } end,
-      "bad argument #1 to 'configure' ('mode' must be \"auto\", \"exact\" or \"sampled\", got \"sample\")")
+      "bad argument #1 to 'perfmon.watcher.configure' ('mode' must be \"auto\", \"exact\" or \"sampled\", got \"sample\")")
     assert.has_error(function() watcher.configure { mode = 1 } end,
-      "bad argument #1 to 'configure' ('mode' must be \"auto\", \"exact\" or \"sampled\", got number)")
+      "bad argument #1 to 'perfmon.watcher.configure' ('mode' must be \"auto\", \"exact\" or \"sampled\", got number)")
     assert.has_error(function() watcher.add_ticker(fn, 0) end,
-      "bad argument #2 to 'add_ticker' (positive number of ms below 1e+12 expected, got 0)")
+      "bad argument #2 to 'perfmon.watcher.add_ticker' (positive number of ms below 1e+12 expected, got 0)")
     assert.has_error(function() watcher.add_ticker(fn, 0 / 0) end) -- it would never tick
     assert.has_error(function() watcher.remove_ticker(fn) end,
-      "bad argument #1 to 'remove_ticker' (not a ticker)")
+      "bad argument #1 to 'perfmon.watcher.remove_ticker' (not a ticker)")
     assert.has_error(function() perfmon.animation("on") end)
     local ok, err = pcall(perfmon.animation)
     assert.is_false(ok)
@@ -311,13 +311,13 @@ describe("watcher alerts", function()
   -- with "bad argument #2 to 'watch'" and every later configure{} raised.
   it("accepts exactly the core's bounds for the thresholds, and keeps working after a refusal", function()
     assert.has_error(function() watcher.configure { jank_threshold_us = math.maxinteger } end,
-      "bad argument #1 to 'configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got "
+      "bad argument #1 to 'perfmon.watcher.configure' ('jank_threshold_us' must be a number of µs in [0, 1e+15), got "
       .. math.maxinteger .. ")")
     assert.has_error(function() watcher.configure { blocking_threshold_us = core.watch_max_us } end,
-      "bad argument #1 to 'configure' ('blocking_threshold_us' must be a number of µs in [0, 1e+15), got 1e+15)")
+      "bad argument #1 to 'perfmon.watcher.configure' ('blocking_threshold_us' must be a number of µs in [0, 1e+15), got 1e+15)")
     -- times 1000 this integer wraps around to a small positive number
     assert.has_error(function() watcher.configure { input_window_ms = 0x4000000000000001 } end,
-      "bad argument #1 to 'configure' ('input_window_ms' must be a number of ms in [0, 1e+12), got "
+      "bad argument #1 to 'perfmon.watcher.configure' ('input_window_ms' must be a number of ms in [0, 1e+12), got "
       .. 0x4000000000000001 .. ")")
     assert.equal(DEFAULTS.jank_threshold_us, watcher.configure().jank_threshold_us)
     local g, spin = plugin("bounds")
@@ -668,55 +668,55 @@ describe("plugin watcher", function()
 
   it("rejects bad options, naming them", function()
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "fast" } end,
-      "bad argument #1 to 'new' ('mode' must be \"exact\" or \"sampled\", got \"fast\")")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('mode' must be \"exact\" or \"sampled\", got \"fast\")")
     assert.has_error(function() PluginWatcher.new { on_warning = print, escalate_ms = 100 } end,
-      "bad argument #1 to 'new' ('escalate_ms' needs mode = \"sampled\" (an exact watcher has the exact figures))")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('escalate_ms' needs mode = \"sampled\" (an exact watcher has the exact figures))")
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = -1 } end,
-      "bad argument #1 to 'new' ('escalate_ms' must be a positive number of ms below 1e+12, got -1)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('escalate_ms' must be a positive number of ms below 1e+12, got -1)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", on_diagnosis = 1 } end,
-      "bad argument #1 to 'new' ('on_diagnosis' must be a function, got number)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('on_diagnosis' must be a function, got number)")
     assert.has_error(function()
       PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis = "hook" }
-    end, "bad argument #1 to 'new' ('diagnosis' must be \"sampled\" or \"exact\", got \"hook\")")
+    end, "bad argument #1 to 'perfmon.plugin_watcher.new' ('diagnosis' must be \"sampled\" or \"exact\", got \"hook\")")
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", diagnosis = "exact" } end,
-      "bad argument #1 to 'new' ('diagnosis' needs 'escalate_ms' (the diagnosis's window))")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('diagnosis' needs 'escalate_ms' (the diagnosis's window))")
     assert.has_error(function()
       PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis_rate_us = 50 }
-    end, "bad argument #1 to 'new' ('diagnosis_rate_us' must be a whole number in [100, 1000000], got 50)")
+    end, "bad argument #1 to 'perfmon.plugin_watcher.new' ('diagnosis_rate_us' must be a whole number in [100, 1000000], got 50)")
     assert.has_error(function()
       PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, diagnosis = "exact",
         diagnosis_rate_us = 500 }
-    end, "bad argument #1 to 'new' ('diagnosis_rate_us' is for diagnosis = \"sampled\" (an exact one takes no samples))")
+    end, "bad argument #1 to 'perfmon.plugin_watcher.new' ('diagnosis_rate_us' is for diagnosis = \"sampled\" (an exact one takes no samples))")
     assert.has_error(function()
       PluginWatcher.new { on_warning = print, mode = "sampled", rediagnose_ms = 60000 }
-    end, "bad argument #1 to 'new' ('rediagnose_ms' needs 'escalate_ms' (the diagnosis's window))")
+    end, "bad argument #1 to 'perfmon.plugin_watcher.new' ('rediagnose_ms' needs 'escalate_ms' (the diagnosis's window))")
     assert.has_error(function()
       PluginWatcher.new { on_warning = print, mode = "sampled", escalate_ms = 100, rediagnose_ms = 50 }
-    end, "bad argument #1 to 'new' ('rediagnose_ms' must be at least 'escalate_ms' (100), got 50)")
+    end, "bad argument #1 to 'perfmon.plugin_watcher.new' ('rediagnose_ms' must be at least 'escalate_ms' (100), got 50)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, rate_us = 1000 } end,
-      "bad argument #1 to 'new' ('rate_us' needs mode = \"sampled\" (an exact watcher takes no samples))")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('rate_us' needs mode = \"sampled\" (an exact watcher takes no samples))")
     for _, bad in ipairs { 99, 1000001, 1000.5 } do
       assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", rate_us = bad } end,
-        ("bad argument #1 to 'new' ('rate_us' must be a whole number in [100, 1000000], got %s)"):format(bad))
+        ("bad argument #1 to 'perfmon.plugin_watcher.new' ('rate_us' must be a whole number in [100, 1000000], got %s)"):format(bad))
     end
     assert.has_error(function() PluginWatcher.new { on_warning = print, mode = "sampled", rate_us = "1000" } end,
-      "bad argument #1 to 'new' ('rate_us' must be a number, got string)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('rate_us' must be a number, got string)")
     assert.equal(0, core.info().sampled_monitors) -- nothing left open
     assert.has_error(function() PluginWatcher.new() end,
-      "bad argument #1 to 'new' (table expected, got nil)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' (table expected, got nil)")
     assert.has_error(function() PluginWatcher.new {} end,
-      "bad argument #1 to 'new' ('on_warning' must be a function, got nil)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('on_warning' must be a function, got nil)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, alerts = "3" } end,
-      "bad argument #1 to 'new' ('alerts' must be a number, got string)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('alerts' must be a number, got string)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, cpu_percent = 0 } end,
-      "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 0)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('cpu_percent' must be a number in (0, 100], got 0)")
     assert.has_error(function() PluginWatcher.new { on_warning = print, ignore = { 1 } } end,
-      "bad argument #1 to 'new' ('ignore' must hold names: index 1 is a number)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('ignore' must hold names: index 1 is a number)")
     local pw = new { on_warning = print }
-    assert.has_error(function() pw:ignore(3) end, "bad argument #1 to 'ignore' (string expected, got number)")
+    assert.has_error(function() pw:ignore(3) end, "bad argument #1 to 'plugin_watcher:ignore' (string expected, got number)")
     pw:close()
     pw:close()
-    assert.has_error(function() pw:poll() end, "poll: the plugin watcher is closed")
+    assert.has_error(function() pw:poll() end, "plugin_watcher:poll: the plugin watcher is closed")
   end)
 
   it("refuses unknown options and out-of-range numbers, listing the valid options", function()
@@ -724,26 +724,26 @@ describe("plugin watcher", function()
     local line = debug.getinfo(1, "l").currentline
     local ok, err = pcall(function() PluginWatcher.new { on_warning = print, alert = 5 } end) -- a typo
     assert.is_false(ok)
-    assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'new' (unknown option \"alert\" "
+    assert.equal(("spec/watcher_spec.lua:%d: bad argument #1 to 'perfmon.plugin_watcher.new' (unknown option \"alert\" "
       .. "(options: alerts, alerts_window_ms, cpu_percent, cpu_window_ms, diagnosis, diagnosis_rate_us, escalate_ms, ignore, "
       .. "kind, mode, on_diagnosis, on_warning, "
       .. "profile_rate_us, profiler, rate_us, rediagnose_ms, time))")
       :format(line + 1), err:match("spec/watcher_spec%.lua:.*"))
     assert.has_error(function() new { on_warning = print, cpu_percent = 500 } end,
-      "bad argument #1 to 'new' ('cpu_percent' must be a number in (0, 100], got 500)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('cpu_percent' must be a number in (0, 100], got 500)")
     assert.has_error(function() new { on_warning = print, alerts = 0.5 } end,
-      "bad argument #1 to 'new' ('alerts' must be a whole number >= 1, got 0.5)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('alerts' must be a whole number >= 1, got 0.5)")
     assert.has_error(function() new { on_warning = print, alerts = 0 / 0 } end)
     assert.has_error(function() new { on_warning = print, cpu_window_ms = 1e300 } end,
-      "bad argument #1 to 'new' ('cpu_window_ms' must be a positive number of ms below 1e+12, got 1e+300)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('cpu_window_ms' must be a positive number of ms below 1e+12, got 1e+300)")
     assert.has_error(function() new { on_warning = print, kind = 3 } end,
-      "bad argument #1 to 'new' ('kind' must be a group kind or \"*\", got number)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('kind' must be a group kind or \"*\", got number)")
     assert.has_error(function() new { on_warning = print, profiler = true } end,
-      "bad argument #1 to 'new' ('profiler' must be a perfmon.profiler or false, got boolean)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('profiler' must be a perfmon.profiler or false, got boolean)")
     assert.has_error(function() new { on_warning = print, profile_rate_us = 5 } end,
-      "bad argument #1 to 'new' ('profile_rate_us' must be a whole number in [10, 60000000], got 5)")
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('profile_rate_us' must be a whole number in [10, 60000000], got 5)")
     assert.has_error(function() new { on_warning = print, profiler = false, profile_rate_us = 1000 } end,
-      "bad argument #1 to 'new' ('profile_rate_us' is the rate of the plugin watcher's own "
+      "bad argument #1 to 'perfmon.plugin_watcher.new' ('profile_rate_us' is the rate of the plugin watcher's own "
       .. "profiler, which it does not run with 'profiler' given)")
     assert.equal(0, core.info().monitors) -- none of them started
     local pw = new { on_warning = print, alerts = 2.0, cpu_percent = 100, kind = "*" }
@@ -754,11 +754,11 @@ describe("plugin watcher", function()
     truth.alone(pending)
     local pw = new { on_warning = print }
     assert.has_error(function() pw.close() end,
-      "bad argument #1 to 'close' (plugin watcher expected, got nil (call it as pw:close()))")
+      "bad argument #1 to 'plugin_watcher:close' (plugin watcher expected, got nil (call it as x:close()))")
     assert.has_error(function() pw.poll() end,
-      "bad argument #1 to 'poll' (plugin watcher expected, got nil (call it as pw:poll()))")
+      "bad argument #1 to 'plugin_watcher:poll' (plugin watcher expected, got nil (call it as x:poll()))")
     assert.has_error(function() pw.ignore("linter") end,
-      "bad argument #1 to 'ignore' (plugin watcher expected, got string (call it as pw:ignore()))")
+      "bad argument #1 to 'plugin_watcher:ignore' (plugin watcher expected, got string (call it as x:ignore()))")
     pw:poll() -- still open and working
     pw:close()
     assert.equal(0, core.info().monitors)

@@ -63,7 +63,7 @@ local args = require("perfmon.args")
 
 -- In check_options (depth: the helpers between it and the call, if any).
 local function arg_error(msg, depth)
-  args.error(1, "new", msg, 3 + (depth or 0))
+  args.error(1, "perfmon.plugin_watcher.new", msg, 3 + (depth or 0))
 end
 
 -- The numeric options: what each must be, and the test (each false for
@@ -182,13 +182,10 @@ local function check_options(opts)
   end
 end
 
--- A method called with something else as self (pw.close() for pw:close())
--- names the mistake instead of failing inside the plugin watcher.
+-- A method called without its object (pw.close() for pw:close()) says so; fname is
+-- the method as the API writes it.
 local function check_self(self, fname)
-  if getmetatable(self) ~= PluginWatcher then
-    args.error(1, fname, ("plugin watcher expected, got %s (call it as pw:%s())")
-      :format(type(self), fname), 2)
-  end
+  args.check_self(self, PluginWatcher, fname, "plugin watcher", 2)
 end
 
 -- The plugin watchers running, oldest first: the watcher's mode is the
@@ -456,8 +453,8 @@ end
 -- over the last window.  Runs on its own after events; hosts with long idle
 -- periods may call it from their idle loop.
 function PluginWatcher:poll()
-  check_self(self, "poll")
-  if self.closed then error("poll: the plugin watcher is closed", 2) end
+  check_self(self, "plugin_watcher:poll")
+  if self.closed then error("plugin_watcher:poll: the plugin watcher is closed", 2) end
   local now = core.wall_us()
   self:_diagnose(now)
   self:_profiler() -- kept running
@@ -479,16 +476,16 @@ end
 
 --- Never warn about the plugin with this name (a group's name).
 function PluginWatcher:ignore(name)
-  check_self(self, "ignore")
+  check_self(self, "plugin_watcher:ignore")
   if type(name) ~= "string" then
-    args.error(1, "ignore", "string expected, got " .. type(name))
+    args.error(1, "plugin_watcher:ignore", "string expected, got " .. type(name))
   end
   self.ignored[name] = true
 end
 
 --- Stops watching; closing twice does nothing.
 function PluginWatcher:close()
-  check_self(self, "close")
+  check_self(self, "plugin_watcher:close")
   if self.closed then return end
   self.closed = true
   watcher.remove_listener("*", self.on_alerts)

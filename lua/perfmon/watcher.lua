@@ -216,8 +216,8 @@ end
 -- with the buffered alerts of every group when target is "*".  Adding the
 -- same listener twice has no effect.
 function watcher.add_listener(target, fn)
-  local key = check_target(target, "add_listener")
-  args.check_callable(fn, 2, "add_listener")
+  local key = check_target(target, "perfmon.watcher.add_listener")
+  args.check_callable(fn, 2, "perfmon.watcher.add_listener")
   if find(listeners[key], fn) then return end
   retain()
   listeners[key] = listeners[key] or {}
@@ -228,9 +228,9 @@ end
 --- Removes a listener added with add_listener; removing one that is not
 -- registered for target is an error.
 function watcher.remove_listener(target, fn)
-  local key = check_target(target, "remove_listener")
+  local key = check_target(target, "perfmon.watcher.remove_listener")
   local i = find(listeners[key], fn)
-  if not i then arg_error(2, "remove_listener", "not a listener of this target") end
+  if not i then arg_error(2, "perfmon.watcher.remove_listener", "not a listener of this target") end
   table.remove(listeners[key], i)
   if #listeners[key] == 0 then
     listeners[key] = nil
@@ -242,15 +242,15 @@ end
 --- Calls fn() after events, at most every interval_ms, outside groups (as
 -- listeners run).  Used by the plugin watcher for its CPU windows.
 function watcher.add_ticker(fn, interval_ms)
-  args.check_callable(fn, 1, "add_ticker")
+  args.check_callable(fn, 1, "perfmon.watcher.add_ticker")
   -- not (... > 0): NaN too, which would never tick, silently
   if type(interval_ms) ~= "number"
     or not (interval_ms > 0 and interval_ms * 1000.0 < core.watch_max_us) then
-    arg_error(2, "add_ticker", ("positive number of ms below %g expected, got %s")
+    arg_error(2, "perfmon.watcher.add_ticker", ("positive number of ms below %g expected, got %s")
       :format(core.watch_max_us / 1000, number_or_type(interval_ms)))
   end
   for _, t in ipairs(tickers) do
-    if rawequal(t.fn, fn) then arg_error(1, "add_ticker", "already a ticker") end
+    if rawequal(t.fn, fn) then arg_error(1, "perfmon.watcher.add_ticker", "already a ticker") end
   end
   retain()
   local interval = interval_ms * 1000.0
@@ -266,7 +266,7 @@ function watcher.remove_ticker(fn)
       return
     end
   end
-  arg_error(1, "remove_ticker", "not a ticker")
+  arg_error(1, "perfmon.watcher.remove_ticker", "not a ticker")
 end
 
 -- With nobody listening the core calls no dispatcher, but still frees the
@@ -317,26 +317,26 @@ local function check_setting(k, v)
   if scale then
     -- also false for NaN and infinities
     if not (type(v) == "number" and v >= 0 and v * scale < core.watch_max_us) then
-      arg_error(1, "configure", ("'%s' must be a number of %s in [0, %g), got %s")
+      arg_error(1, "perfmon.watcher.configure", ("'%s' must be a number of %s in [0, %g), got %s")
         :format(k, scale == 1 and "µs" or "ms", core.watch_max_us / scale,
           number_or_type(v)), 2)
     end
   elseif k == "mode" then
     if v ~= "auto" and v ~= "exact" and v ~= "sampled" then
-      arg_error(1, "configure", ("'mode' must be \"auto\", \"exact\" or \"sampled\", got %s")
+      arg_error(1, "perfmon.watcher.configure", ("'mode' must be \"auto\", \"exact\" or \"sampled\", got %s")
         :format(type(v) == "string" and ("%q"):format(v) or type(v)), 2)
     end
   elseif k == "time" then
     if v ~= "self" and v ~= "inclusive" then
-      arg_error(1, "configure", ("'time' must be \"self\" or \"inclusive\", got %s")
+      arg_error(1, "perfmon.watcher.configure", ("'time' must be \"self\" or \"inclusive\", got %s")
         :format(type(v) == "string" and ("%q"):format(v) or type(v)), 2)
     end
   elseif k == "on_error" then
     if not callable(v) then
-      arg_error(1, "configure", ("'on_error' must be a function, got %s"):format(type(v)), 2)
+      arg_error(1, "perfmon.watcher.configure", ("'on_error' must be a function, got %s"):format(type(v)), 2)
     end
   else
-    arg_error(1, "configure", ("unknown setting %s (settings: %s)")
+    arg_error(1, "perfmon.watcher.configure", ("unknown setting %s (settings: %s)")
       :format(type(k) == "string" and ("%q"):format(k) or "[" .. number_or_type(k) .. "]",
         SETTING_NAMES), 2)
   end
@@ -346,7 +346,7 @@ end
 -- nothing: a call that raises has changed no setting.
 function watcher.configure(t)
   if t ~= nil and type(t) ~= "table" then
-    arg_error(1, "configure", "table expected, got " .. type(t))
+    arg_error(1, "perfmon.watcher.configure", "table expected, got " .. type(t))
   end
   local new = {}
   for k, v in pairs(settings) do new[k] = v end
