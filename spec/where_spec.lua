@@ -231,23 +231,23 @@ return M]], { core = api })
     local g = perfmon.group { name = "args", kind = "plugin" }
     local p = Profiler.new()
     assert.has_error(function() where.find({}, g, 0) end,
-      "bad argument #1 to 'find' (perfmon.profiler expected, got table)")
+      "bad argument #1 to 'perfmon.where.find' (perfmon.profiler expected, got table)")
     assert.has_error(function() where.find(p, "x", 0) end,
-      "bad argument #2 to 'find' (perfmon.group or group id expected, got string)")
+      "bad argument #2 to 'perfmon.where.find' (perfmon.group or group id expected, got string)")
     assert.has_error(function() where.find(p, g) end,
-      "bad argument #3 to 'find' (µs since the epoch expected, got nil)")
+      "bad argument #3 to 'perfmon.where.find' (µs since the epoch expected, got nil)")
     assert.has_error(function() where.find(p, g, 0 / 0) end,
-      "bad argument #3 to 'find' (µs since the epoch expected, got " .. tostring(0 / 0) .. ")")
+      "bad argument #3 to 'perfmon.where.find' (µs since the epoch expected, got " .. tostring(0 / 0) .. ")")
     assert.has_error(function() where.find(p, g, 0, "now") end,
-      "bad argument #4 to 'find' (µs since the epoch expected, got string)")
+      "bad argument #4 to 'perfmon.where.find' (µs since the epoch expected, got string)")
     assert.has_error(function() where.find(p, g, 0, nil, true) end,
-      "bad argument #5 to 'find' (set of library group ids expected, got boolean)")
+      "bad argument #5 to 'perfmon.where.find' (set of library group ids expected, got boolean)")
     assert.has_error(function() where.find_all(p, 0, "now") end,
-      "bad argument #3 to 'find_all' (µs since the epoch expected, got string)")
+      "bad argument #3 to 'perfmon.where.find_all' (µs since the epoch expected, got string)")
     assert.has_error(function() where.libraries(nil) end,
-      "bad argument #1 to 'libraries' (perfmon snapshot expected, got nil)")
+      "bad argument #1 to 'perfmon.where.libraries' (perfmon snapshot expected, got nil)")
     assert.has_error(function() where.text({}) end,
-      "bad argument #1 to 'text' (where.find's result expected, got table)")
+      "bad argument #1 to 'perfmon.where.text' (where.find's result expected, got table)")
     local snap = { groups = { [3] = { library = true }, [4] = { library = "yes" }, [5] = {} } }
     assert.are.same({ [3] = true }, where.libraries(snap))
   end)

@@ -33,7 +33,7 @@ where.MIN_SAMPLES = 10
 -- `library = true`.  A snapshot without the mark has none.
 function where.libraries(snap)
   if type(snap) ~= "table" or type(snap.groups) ~= "table" then
-    arg_error(1, "libraries", "perfmon snapshot expected, got " .. type(snap))
+    arg_error(1, "perfmon.where.libraries", "perfmon snapshot expected, got " .. type(snap))
   end
   local libs = {}
   for id, st in pairs(snap.groups) do
@@ -200,12 +200,12 @@ end
 -- line in the group's own frame, caller that frame's function; for the
 -- group's own code, func is its function and site its hottest line.
 function where.find(p, group, since_us, until_us, libs)
-  check_profiler(p, "find")
+  check_profiler(p, "perfmon.where.find")
   local gid = core.is_group(group) and group.id or group
   if math.type(gid) ~= "integer" then
-    arg_error(2, "find", "perfmon.group or group id expected, got " .. type(group))
+    arg_error(2, "perfmon.where.find", "perfmon.group or group id expected, got " .. type(group))
   end
-  until_us, libs = check_window(since_us, until_us, libs, 3, "find")
+  until_us, libs = check_window(since_us, until_us, libs, 3, "perfmon.where.find")
   local results, window, d = analyse(p, gid, since_us, until_us, libs)
   return results[gid] or { samples = 0, periods = 0, us = 0, window_samples = window,
     interval_us = d.interval_us, oldest_us = d.samples.time[1] }
@@ -215,8 +215,8 @@ end
 -- { [group id] = its result } for each group that owns a sample in the
 -- window (a group that owns none is not there).
 function where.find_all(p, since_us, until_us, libs)
-  check_profiler(p, "find_all")
-  until_us, libs = check_window(since_us, until_us, libs, 2, "find_all")
+  check_profiler(p, "perfmon.where.find_all")
+  until_us, libs = check_window(since_us, until_us, libs, 2, "perfmon.where.find_all")
   return (analyse(p, nil, since_us, until_us, libs))
 end
 
@@ -248,7 +248,7 @@ end
 -- needed)".
 function where.text(found)
   if type(found) ~= "table" or type(found.samples) ~= "number" then
-    arg_error(1, "text", "where.find's result expected, got " .. type(found))
+    arg_error(1, "perfmon.where.text", "where.find's result expected, got " .. type(found))
   end
   local h = found.hottest
   if not h then
@@ -270,7 +270,7 @@ end
 -- or "too few samples (3)".
 function where.brief(found)
   if type(found) ~= "table" or type(found.samples) ~= "number" then
-    arg_error(1, "brief", "where.find's result expected, got " .. type(found))
+    arg_error(1, "perfmon.where.brief", "where.find's result expected, got " .. type(found))
   end
   local h = found.hottest
   if not h then return ("too few samples (%d)"):format(found.samples) end
