@@ -53,7 +53,7 @@ describe("a profiler's lifetime", function()
     local started, err, running, state, samples, n =
       out:match("^(%S+)\t(.-)\n(%S+)\t(%S+)\n(%d+)\t(%d+)\n$")
     assert.are.equal("false", started, out)
-    assert.matches("start: the profiler was collected %(a finalizer kept it after its __gc ran%)", err)
+    assert.matches("profiler:start: the profiler was collected %(a finalizer kept it after its __gc ran%)", err)
     assert.are.equal("false", running)
     assert.are.equal("collected", state)
     assert.are.equal("0", samples)

@@ -258,10 +258,10 @@ describe("perfmon.profiler", function()
 
     it("raises when the profiler is not running", function()
       p = Profiler.new()
-      raises(function() p:frame() end, "frame: the profiler is not running (it was never started)")
+      raises(function() p:frame() end, "profiler:frame: the profiler is not running (it was never started)")
       p:start()
       p:stop()
-      raises(function() p:frame() end, "frame: the profiler is not running (it was stopped)")
+      raises(function() p:frame() end, "profiler:frame: the profiler is not running (it was stopped)")
     end)
   end)
 
@@ -355,8 +355,8 @@ describe("perfmon.profiler", function()
       q:start()
       assert.is_false(p:is_profiling())
       assert.is_true(q:is_profiling())
-      raises(function() p:stop() end, "stop: the profiler is not running (it was forcibly stopped")
-      raises(function() p:frame() end, "frame: the profiler is not running (it was forcibly stopped")
+      raises(function() p:stop() end, "profiler:stop: the profiler is not running (it was forcibly stopped")
+      raises(function() p:frame() end, "profiler:frame: the profiler is not running (it was forcibly stopped")
       until_sampled(q, function() spin(10000) end)
       q:stop()
       assert.is_true(#q:samples() > 0)
@@ -369,49 +369,49 @@ describe("perfmon.profiler", function()
 
     it("raises on stop() when never started or already stopped", function()
       p = Profiler.new()
-      raises(function() p:stop() end, "stop: the profiler is not running (it was never started)")
+      raises(function() p:stop() end, "profiler:stop: the profiler is not running (it was never started)")
       p:start()
       p:stop()
-      raises(function() p:stop() end, "stop: the profiler is not running (it was stopped)")
+      raises(function() p:stop() end, "profiler:stop: the profiler is not running (it was stopped)")
       assert.is_false(p:is_profiling())
     end)
 
     it("rejects bad arguments, naming them", function()
       p = Profiler.new()
       raises(function() p:start("x") end,
-        "bad argument #1 to 'start' (integer number of µs expected, got string)")
+        "bad argument #1 to 'profiler:start' (integer number of µs expected, got string)")
       raises(function() p:start(1.5) end,
-        "bad argument #1 to 'start' (integer number of µs expected, got 1.5)")
+        "bad argument #1 to 'profiler:start' (integer number of µs expected, got 1.5)")
       raises(function() p:start("1000") end, -- a number in a string is not one
-        "bad argument #1 to 'start' (integer number of µs expected, got string)")
+        "bad argument #1 to 'profiler:start' (integer number of µs expected, got string)")
       raises(function() p:start(1e300) end,
-        "bad argument #1 to 'start' (integer number of µs expected, got 1e+300)")
+        "bad argument #1 to 'profiler:start' (integer number of µs expected, got 1e+300)")
       raises(function() p:start(0) end,
-        "bad argument #1 to 'start' (sample rate of 10 to 60000000 µs expected, got 0)")
+        "bad argument #1 to 'profiler:start' (sample rate of 10 to 60000000 µs expected, got 0)")
       raises(function() p:start(1000, -1) end,
-        "bad argument #2 to 'start' (0 (unlimited) to 2147483647 samples expected, got -1)")
+        "bad argument #2 to 'profiler:start' (0 (unlimited) to 2147483647 samples expected, got -1)")
       raises(function() p:start(1000, {}) end,
-        "bad argument #2 to 'start' (integer number of samples expected, got table)")
+        "bad argument #2 to 'profiler:start' (integer number of samples expected, got table)")
       raises(function() p:start(1000, 0, "tick") end,
-        "bad argument #3 to 'start' (table of options expected, got string)")
+        "bad argument #3 to 'profiler:start' (table of options expected, got string)")
       raises(function() p:start(1000, 0, { timr = "tick" }) end,
-        "bad argument #3 to 'start' (unknown option 'timr'; the options are: timer)")
+        "bad argument #3 to 'profiler:start' (unknown option \"timr\" (options: timer))")
       raises(function() p:start(nil, nil, { "tick" }) end,
-        "bad argument #3 to 'start' (unknown option 1; the options are: timer)")
+        "bad argument #3 to 'profiler:start' (unknown option 1 (options: timer))")
       raises(function() p:start(1000, 0, { timer = "fast" }) end,
-        "bad argument #3 to 'start' (timer 'precise', 'tick' or 'cpu' expected, got 'fast')")
+        "bad argument #3 to 'profiler:start' (timer \"precise\", \"tick\" or \"cpu\" expected, got \"fast\")")
       raises(function() p:start(1000, 0, { timer = true }) end,
-        "bad argument #3 to 'start' (timer 'precise', 'tick' or 'cpu' expected, got boolean)")
+        "bad argument #3 to 'profiler:start' (timer \"precise\", \"tick\" or \"cpu\" expected, got boolean)")
       raises(function() p:start(1000, 0, { timer = "tick\0" }) end,
-        "bad argument #3 to 'start' (timer 'precise', 'tick' or 'cpu' expected, got 'tick')")
+        "bad argument #3 to 'profiler:start' (timer \"precise\", \"tick\" or \"cpu\" expected, got \"tick\\0\")")
       raises(function() p:start(1000, 0.5) end,
-        "bad argument #2 to 'start' (integer number of samples expected, got 0.5)")
+        "bad argument #2 to 'profiler:start' (integer number of samples expected, got 0.5)")
       raises(function() p.start() end,
-        "bad self to 'start' (profiler expected, got nil); call it as p:start()")
-      raises(function() p:save(42) end, "bad argument #1 to 'save' (string expected, got number)")
+        "bad argument #1 to 'profiler:start' (profiler expected, got nil (call it as x:start()))")
+      raises(function() p:save(42) end, "bad argument #1 to 'profiler:save' (string expected, got number)")
       assert.is_false(p:is_profiling())
       p:start()
-      raises(function() p:start() end, "start: the profiler is already running; stop() it first")
+      raises(function() p:start() end, "profiler:start: the profiler is already running; stop() it first")
       p:stop()
       p:start(1000.0, 10.0, {}) -- whole floats are whole numbers
       assert.is_true(p:is_profiling())
@@ -425,7 +425,7 @@ describe("perfmon.profiler", function()
       local ok, err = pcall(function() p:start() end)
       debug.sethook()
       assert.is_false(ok)
-      assert.matches("profiler_spec.lua:%d+: start: a debug hook is already set", err)
+      assert.matches("profiler_spec.lua:%d+: profiler:start: a debug hook is already set", err)
       assert.is_false(p:is_profiling())
     end)
 
@@ -959,7 +959,7 @@ describe("perfmon.profiler", function()
       p:start(1000, nil, { timer = "tick" })
       q:start(1000) -- precise: p is forcibly stopped
       assert.is_false(p:is_profiling())
-      raises(function() p:stop() end, "stop: the profiler is not running (it was forcibly stopped")
+      raises(function() p:stop() end, "profiler:stop: the profiler is not running (it was forcibly stopped")
       p:start(500, nil, { timer = "tick" }) -- and the other way round
       assert.is_false(q:is_profiling())
       assert.are.same({ "thread CPU" }, sigprof_clocks()) -- q's timer is gone
@@ -967,7 +967,7 @@ describe("perfmon.profiler", function()
       p:reset() -- while running: the samples in early are gone
       until_sampled_in(p, late)
       p:stop()
-      raises(function() p:stop() end, "stop: the profiler is not running (it was stopped)")
+      raises(function() p:stop() end, "profiler:stop: the profiler is not running (it was stopped)")
       assert.are.equal(0, sigprof_timers())
       for _, x in ipairs(p:samples()) do
         assert.is_false(on_stack(x, early))
@@ -1168,9 +1168,9 @@ describe("perfmon.profiler", function()
       local ok, err = pcall(function() p:start(500) end)
       watcher.add_listener = add
       assert.is_false(ok)
-      assert.matches("profiler_spec.lua:%d+: start: .*no room for a listener", err)
+      assert.matches("profiler_spec.lua:%d+: profiler:start: .*no room for a listener", err)
       assert.is_false(p:is_profiling())
-      raises(function() p:stop() end, "stop: the profiler is not running (it was never started)")
+      raises(function() p:stop() end, "profiler:stop: the profiler is not running (it was never started)")
       assert.are.equal(resume, coroutine.resume)
       assert.are.equal(wrap, coroutine.wrap)
       assert.is_false(anchored(p.core))
@@ -1192,9 +1192,9 @@ describe("perfmon.profiler", function()
         local resume, wrap = coroutine.resume, coroutine.wrap
         local p = Profiler.new()
         local ok, err = pcall(function() p:start() end)
-        assert(not ok and err:find("start: timer_create failed", 1, true), tostring(err))
+        assert(not ok and err:find("profiler:start: timer_create failed", 1, true), tostring(err))
         ok, err = pcall(function() p:start(nil, nil, { timer = "tick" }) end)
-        assert(not ok and err:find("start: timer_create failed", 1, true), tostring(err))
+        assert(not ok and err:find("profiler:start: timer_create failed", 1, true), tostring(err))
         assert(not p:is_profiling())
         assert(coroutine.resume == resume and coroutine.wrap == wrap, "coroutine functions")
         for _, v in pairs(debug.getregistry()) do assert(not rawequal(v, p.core), "anchored") end
@@ -1295,8 +1295,8 @@ describe("perfmon.profiler", function()
       local made, seen, reset, start = out:match("^(%d+)\t(%d+)\t(.-)\t(.-)\n$")
       assert.are.equal("300", made, out) -- finalizers did run in dumps
       assert.are.equal(made, seen) -- each frame() table is on its stack
-      assert.matches("reset: its records are being read %(a finalizer ran during results%(%), samples%(%) or to_gecko%(%)%)", reset)
-      assert.matches("start: its records are being read", start)
+      assert.matches("profiler:reset: its records are being read %(a finalizer ran during results%(%), samples%(%) or to_gecko%(%)%)", reset)
+      assert.matches("profiler:start: its records are being read", start)
     end)
   end)
 

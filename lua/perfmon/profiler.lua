@@ -36,11 +36,10 @@ local function check_running(self, fname)
   end
 end
 
+-- A method called without its object (p.stop() for p:stop()) says so; fname is
+-- the method as the API writes it.
 local function check_profiler(self, fname)
-  if getmetatable(self) ~= Profiler then
-    error(("bad self to '%s' (profiler expected, got %s); call it as p:%s()")
-      :format(fname, type(self), fname), 3)
-  end
+  args.check_self(self, Profiler, fname, "profiler", 2)
 end
 
 ----------------------------------------------------------------------------
@@ -112,9 +111,9 @@ end
 -- thread's CPU time, a signal every period of it, none while it waits
 -- ("tick" where the kernel refuses one) (docs/profiler.md, "The timers").
 function Profiler:start(sample_rate_us, max_samples, options)
-  check_profiler(self, "start")
-  -- The core checks the arguments (naming start, as this caller counts
-  -- them) and leaves nothing behind when a start fails (memory, the
+  check_profiler(self, "profiler:start")
+  -- The core checks the arguments (naming profiler:start, as this caller
+  -- counts them) and leaves nothing behind when a start fails (memory, the
   -- timer); its error is raised again at the caller's line.
   local before = Profiler.running()
   local ok, err = pcall(core.profiler_start, self.core, sample_rate_us, max_samples, options,
@@ -137,15 +136,15 @@ end
 
 --- Whether this profiler is sampling now.
 function Profiler:is_profiling()
-  check_profiler(self, "is_profiling")
+  check_profiler(self, "profiler:is_profiling")
   return core.profiler_state(self.core) == "running"
 end
 
 --- Stops profiling; an error if it is not running (never started, already
 -- stopped, or forcibly stopped by another profiler).
 function Profiler:stop()
-  check_profiler(self, "stop")
-  check_running(self, "stop")
+  check_profiler(self, "profiler:stop")
+  check_running(self, "profiler:stop")
   core.profiler_stop(self.core)
   unlisten(self)
 end
@@ -154,8 +153,8 @@ end
 -- the same backtrace (function and line, all the way down), shown as that
 -- stack's `data` in results().  An error if the profiler is not running.
 function Profiler:frame()
-  check_profiler(self, "frame")
-  check_running(self, "frame")
+  check_profiler(self, "profiler:frame")
+  check_running(self, "profiler:frame")
   local node = core.profiler_frame(self.core, 2) -- 0: that C function, 1: here
   local t = self.data[node]
   if t == nil then
@@ -167,9 +166,9 @@ end
 
 --- Forgets every sample, stack, frame() table and marker.
 function Profiler:reset()
-  check_profiler(self, "reset")
+  check_profiler(self, "profiler:reset")
   local ok, err = pcall(core.profiler_reset, self.core)
-  if not ok then error("reset: " .. tostring(err), 2) end
+  if not ok then error("profiler:reset: " .. tostring(err), 2) end
   self.data = {}
   for i = #self.markers, 1, -1 do self.markers[i] = nil end
 end
@@ -210,7 +209,7 @@ end
 -- timer is the one the last start ran: "precise", "tick", or "cpu" ("tick"
 -- where the kernel refused the perf event "cpu" asked for).
 function Profiler:results()
-  check_profiler(self, "results")
+  check_profiler(self, "profiler:results")
   local d = snapshot(self)
   local nodes = d.nodes
   local root = { samples = d.total, gc_samples = d.gc, micros = math.floor(d.micros),
@@ -240,7 +239,7 @@ end
 -- since the epoch (the clock of perfmon snapshots); weight the sampling
 -- periods it stands for (more than 1 when C code held the sampler off).
 function Profiler:samples()
-  check_profiler(self, "samples")
+  check_profiler(self, "profiler:samples")
   local d = snapshot(self)
   local nodes, funcs = d.nodes, {}
   for i, f in ipairs(d.funcs) do funcs[i] = func_copy(f) end
@@ -262,7 +261,7 @@ end
 --- The Gecko profile JSON (the format the Firefox Profiler's back end
 -- writes), which https://profiler.firefox.com opens; see perfmon.gecko.
 function Profiler:to_gecko()
-  check_profiler(self, "to_gecko")
+  check_profiler(self, "profiler:to_gecko")
   local d = snapshot(self)
   d.markers = self.markers
   return require("perfmon.gecko").encode(require("perfmon.gecko").profile(d))
@@ -271,13 +270,13 @@ end
 --- Writes to_gecko() to path; returns path.  tools/flamegraph turns the
 -- file into an SVG flame graph.
 function Profiler:save(path)
-  check_profiler(self, "save")
+  check_profiler(self, "profiler:save")
   if type(path) ~= "string" then
-    arg_error(1, "save", "string expected, got " .. type(path))
+    arg_error(1, "profiler:save", "string expected, got " .. type(path))
   end
   local text = self:to_gecko()
   local f, err = io.open(path, "w")
-  if not f then error("save: " .. tostring(err), 2) end
+  if not f then error("profiler:save: " .. tostring(err), 2) end
   f:write(text)
   f:close()
   return path

@@ -954,7 +954,7 @@ function STEPS.load(F)
   if f then try(F, "a loaded chunk", f) end
 end
 
--- Arguments start must refuse, each with "bad argument #n to 'start'".
+-- Arguments start must refuse, each with "bad argument #n to 'profiler:start'".
 local BAD_STARTS = {
   { 5 }, { 0 }, { -1 }, { 0.5 }, { 60000001 }, { "fast" }, { 1000, -1 },
   { 1000, 0.5 }, { 1000, 0, { timer = "x" } }, { 1000, 0, { alert = 5 } },
@@ -1012,7 +1012,7 @@ function STEPS.profiler(F)
   elseif what == "bad start" then
     local a, q = F.rng:pick(BAD_STARTS), P.new()
     local ok, e = pcall(q.start, q, a[1], a[2], a[3])
-    if ok or not tostring(e):find("bad argument #%d to 'start'") then
+    if ok or not tostring(e):find("bad argument #%d to 'profiler:start'") then
       fail(F, "profiler:start(" .. tostring(a[1]) .. ", ...) did not refuse clearly: " .. tostring(e))
     end
   elseif what == "nested" and F.profiling then

@@ -9,6 +9,7 @@
 
 #include <lauxlib.h>
 
+#include "largs.h"
 #include "profiler.h"
 #include "sample.h"
 
@@ -44,7 +45,7 @@ static pm_State *live_state (lua_State *L) {
 ** the profiler (1 here) is its self.
 */
 static int start_argerror (lua_State *L, int arg, const char *msg) {
-  return luaL_error(L, "bad argument #%d to 'start' (%s)", arg - 1, msg);
+  return pm_larg_error(L, arg - 1, "profiler:start", msg);
 }
 
 /* Argument arg, a whole number (1000.0 is one, "1000" is not) in [lo, hi],
@@ -86,12 +87,9 @@ static int check_timer (lua_State *L, int arg) {
   while (lua_next(L, arg)) { /* "timer" key value */
     lua_pop(L, 1);
     if (!lua_rawequal(L, -1, -2))
-      start_argerror(
-          L, arg,
-          lua_pushfstring(L, "unknown option %s; the options are: timer",
-                          lua_type(L, -1) == LUA_TSTRING
-                              ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
-                              : luaL_tolstring(L, -1, NULL)));
+      start_argerror(L, arg,
+                     lua_pushfstring(L, "unknown option %s (options: timer)",
+                                     pm_lpush_quoted(L, -1)));
   }
   lua_rawget(L, arg); /* options.timer, as given: no __index */
   if (lua_isnil(L, -1))
@@ -104,12 +102,12 @@ static int check_timer (lua_State *L, int arg) {
           memcmp(name, timer_names[timer], len) == 0)
         break;
     if (timer_names[timer] == NULL)
-      start_argerror(L, arg,
-                     lua_pushfstring(
-                         L, "timer 'precise', 'tick' or 'cpu' expected, got %s",
-                         lua_type(L, -1) == LUA_TSTRING
-                             ? lua_pushfstring(L, "'%s'", name)
-                             : luaL_typename(L, -1)));
+      start_argerror(
+          L, arg,
+          lua_pushfstring(
+              L, "timer \"precise\", \"tick\" or \"cpu\" expected, got %s",
+              lua_type(L, -1) == LUA_TSTRING ? pm_lpush_quoted(L, -1)
+                                             : luaL_typename(L, -1)));
   }
   lua_pop(L, 1);
   return timer;
@@ -131,8 +129,8 @@ static int start (lua_State *L) {
 /* core.profiler_start(p [, rate_us [, max_samples [, options [, after,
 ** arg]]]]), as p:start(rate_us, max_samples, options) is documented;
 ** after(arg) runs once p is running, if a monitor is open; if it raises, p
-** stops again.  Any error but a bad argument names start, as profiler.lua
-** reports it. */
+** stops again.  Any error but a bad argument names profiler:start, as
+** profiler.lua reports it. */
 static int l_start (lua_State *L) {
   lua_Integer rate, max;
   int timer;
@@ -154,7 +152,7 @@ static int l_start (lua_State *L) {
   lua_pushvalue(L, 6);
   if (lua_pcall(L, 6, 0, 0) != LUA_OK) {
     if (lua_type(L, -1) == LUA_TSTRING) {
-      lua_pushliteral(L, "start: ");
+      lua_pushliteral(L, "profiler:start: ");
       lua_insert(L, -2);
       lua_concat(L, 2);
     }
