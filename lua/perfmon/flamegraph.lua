@@ -181,6 +181,15 @@ usage: tools/flamegraph PROFILE.json [OUT.svg] [--width PX] [--title TEXT]
 
 --- The command: flamegraph.main(arg) -> exit status.
 function flamegraph.main(argv)
+  if type(argv) ~= "table" then
+    arg_error(1, "perfmon.flamegraph.main", "list of arguments expected, got " .. type(argv))
+  end
+  for i = 1, #argv do
+    if type(argv[i]) ~= "string" then
+      arg_error(1, "perfmon.flamegraph.main", ("list of strings expected, its [%d] is a %s")
+        :format(i, type(argv[i])))
+    end
+  end
   local input, output, opts = nil, nil, {}
   local i = 1
   while i <= #argv do

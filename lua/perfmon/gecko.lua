@@ -17,11 +17,25 @@ local gecko = {}
 gecko.VERSION = 27
 
 local module = require("perfmon.module")
+local args = require("perfmon.args")
 local text = require("perfmon.text")
 local array, null = text.array, text.null
 
 --- The JSON text of a profile (perfmon.text's JSON, valid UTF-8).
-gecko.encode = text.json
+function gecko.encode(t)
+  if type(t) ~= "table" then
+    args.error(1, "perfmon.gecko.encode", "Gecko profile (a table) expected, got " .. type(t))
+  end
+  local ok, json = pcall(text.json, t)
+  if not ok then
+    -- text.json's reason, its argument being this one; any other error
+    -- (memory) as it was
+    local why = args.reason(json, "perfmon.text.json")
+    if why then args.error(1, "perfmon.gecko.encode", why) end
+    error(json, 0)
+  end
+  return json
+end
 
 ----------------------------------------------------------------------------
 -- Labels and categories
@@ -31,6 +45,9 @@ gecko.encode = text.json
 -- form the front end reads as a JavaScript-like function with a file and
 -- a line; "name" for C functions.
 function gecko.label(f)
+  if type(f) ~= "table" then
+    args.error(1, "perfmon.gecko.label", "function record expected, got " .. type(f))
+  end
   if f.what == "C" then
     return f.name or "?"
   end
@@ -118,6 +135,11 @@ end
 --- The Gecko profile (a Lua table for gecko.encode) of d, the records of
 -- core.profiler_dump plus d.markers (perfmon.profiler's jank markers).
 function gecko.profile(d)
+  if type(d) ~= "table" or type(d.funcs) ~= "table" or type(d.nodes) ~= "table"
+    or type(d.samples) ~= "table" then
+    args.error(1, "perfmon.gecko.profile", "profiler records (core.profiler_dump's) expected, got "
+      .. (type(d) == "table" and "a table without funcs, nodes and samples" or type(d)))
+  end
   local funcs, nodes = d.funcs, d.nodes
   local cats, category_of = categories()
   -- whole ms: JSON numbers keep 14 digits (perfmon.text), and times since
