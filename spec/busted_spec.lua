@@ -604,7 +604,7 @@ describe("perfmon.busted's assertions", function()
     local spent = tonumber(err:match("spent (%d+%.%d) ms;"))
     assert(spent >= 27 and spent <= 36, err)
     assert.has_error(function() assert.cpu_under("10", function() end) end,
-      "bad argument #1 to 'cpu_under' (positive number of ms expected, got 10)")
+      "bad argument #1 to 'assert.cpu_under' (positive number of ms expected, got string)")
   end)
 
   it("no_jank passes for a short event and fails for a 64 ms one", function()
@@ -618,11 +618,15 @@ describe("perfmon.busted's assertions", function()
 
   it("refuses module prefixes that are not a list of strings", function()
     assert.has_error(function() pmbusted.modules("src/") end,
-      "bad argument #1 to 'modules' (table expected, got string)")
+      "bad argument #1 to 'perfmon.busted.modules' (table expected, got string)")
     assert.has_error(function() pmbusted.modules{ "src/", 3 } end,
-      "bad argument #1 to 'modules' (prefixes expected: index 2 is number)")
+      "bad argument #1 to 'perfmon.busted.modules' (prefixes expected: index 2 is number)")
     assert.has_error(function() pmbusted.modules{ "" } end,
-      "bad argument #1 to 'modules' (prefixes expected: index 1 is empty)")
+      "bad argument #1 to 'perfmon.busted.modules' (prefixes expected: index 1 is empty)")
+    assert.has_error(function() pmbusted.modules{ "src/", prefix = "lua/" } end,
+      "bad argument #1 to 'perfmon.busted.modules' (unknown field \"prefix\" (a list of prefixes))")
+    assert.has_error(function() pmbusted.modules{ "src/", nil, "lua/" } end,
+      "bad argument #1 to 'perfmon.busted.modules' (unknown field [3] (a list of prefixes))")
   end)
 
   it("measures one event and leaves no monitor open", function()

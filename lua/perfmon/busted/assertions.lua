@@ -4,6 +4,7 @@
 
 local module = require("perfmon.module")
 local perfmon = require("perfmon")
+local args = require("perfmon.args")
 local groups = require("perfmon.busted.groups")
 local ledger = require("perfmon.busted.ledger")
 local report = require("perfmon.busted.report")
@@ -24,6 +25,7 @@ end
 --- Runs fn in a nested loop of its own; returns its CPU µs and the groups
 -- that spent it ({ [id] = {name, kind, cpu_us, self_us} }).
 function M.measure(fn)
+  args.check_callable(fn, 1, "perfmon.busted.measure")
   groups.modules()
   -- a monitor of its own, closed after: a spec that checks that no
   -- monitor is open must not find this one
@@ -43,12 +45,12 @@ end
 
 local function cpu_under(_, arguments)
   local limit, fn = arguments[1], arguments[2]
-  if type(limit) ~= "number" or limit <= 0 then
-    error("bad argument #1 to 'cpu_under' (positive number of ms expected, got "
-      .. tostring(limit) .. ")", 4)
+  if type(limit) ~= "number" or limit ~= limit or limit <= 0 then
+    args.error(1, "assert.cpu_under", "positive number of ms expected, got "
+      .. (math.type(limit) and tostring(limit) or type(limit)), 2)
   end
   if type(fn) ~= "function" then
-    error("bad argument #2 to 'cpu_under' (function expected, got " .. type(fn) .. ")", 4)
+    args.error(2, "assert.cpu_under", "function expected, got " .. type(fn), 2)
   end
   local us, spent = M.measure(fn)
   local under = us < limit * 1000
@@ -61,7 +63,7 @@ end
 local function no_jank(_, arguments)
   local fn = arguments[1]
   if type(fn) ~= "function" then
-    error("bad argument #1 to 'no_jank' (function expected, got " .. type(fn) .. ")", 4)
+    args.error(1, "assert.no_jank", "function expected, got " .. type(fn), 2)
   end
   local us, spent = M.measure(fn)
   local smooth = us < report.JANK_US

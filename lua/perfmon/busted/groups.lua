@@ -57,12 +57,21 @@ end
 -- module groups by them.
 function M.set(prefixes)
   if type(prefixes) ~= "table" then
-    args.error(1, "modules", "table expected, got " .. type(prefixes))
+    args.error(1, "perfmon.busted.modules", "table expected, got " .. type(prefixes))
   end
+  local n = 0
   for i, p in ipairs(prefixes) do
     if type(p) ~= "string" or p == "" then
-      args.error(1, "modules",
+      args.error(1, "perfmon.busted.modules",
         ("prefixes expected: index %d is %s"):format(i, p == "" and "empty" or type(p)))
+    end
+    n = i
+  end
+  -- a misspelt field or a hole would drop prefixes silently
+  for k in pairs(prefixes) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      args.error(1, "perfmon.busted.modules", ("unknown field %s (a list of prefixes)"):format(
+        type(k) == "string" and ("%q"):format(k) or "[" .. tostring(k) .. "]"))
     end
   end
   return M.modules(prefixes)
