@@ -163,7 +163,9 @@ static void window_hold (pm_Engine *E) {
 }
 
 /* Measures the counter's rate since monitoring began, for window_young;
-** once a millisecond has passed, at each window's end. */
+** once a millisecond has passed, at each window's end.  now is read just
+** before the wall clock, as where the measure began (restart): a span
+** between the two reads would count in one clock and not the other. */
 static void measure_rate (pm_Engine *E, uint64_t now) {
   double wall = pm_wall_us();
   if (wall - E->rate_wall >= 1000.0 && now > E->rate_cycles)
@@ -214,6 +216,24 @@ static void meter_close (pm_Meter *m, pm_CpuTime *total, const pm_CpuTime *dt,
   m->open_cycles = 0;
 }
 
+/* Begins a window where the thread's CPU clock read t, at a read of the
+** counter made after it, from which the running context is charged.
+** Linux brings a thread's runtime up to date when its CPU clock is read,
+** and preempts it there once its slice is spent: read after that, the
+** counter leaves the wait out of every window (in the new one it would be
+** cycles of its first group, which would take that share of the CPU time
+** of the groups that ran after it) and out of the counter's rate
+** (measured from before it, the rate came out up to 11 times too high,
+** and windows as much longer than PM_CUT_US: docs/reliability.md). */
+static void window_begin (pm_Engine *E, const pm_CpuTime *t) {
+  uint32_t cpu;
+  E->last = E->window_cycles = read_cycles(E, &cpu);
+  E->last_cpu = cpu;
+  E->window_blocked = blocked_at(E, E->window_cycles);
+  E->window_time = *t;
+  E->window_thread = pm_os_thread();
+}
+
 /* Ends the window at now: reads the thread's CPU time and gives each group
 ** its share of the window's cycles applied to it.  The share of cycles run
 ** in earlier periods goes to the totals; that of this period is held until
@@ -249,13 +269,10 @@ static void window_close (pm_Engine *E, uint64_t now) {
   credit(&E->period_time, &dt, part);
   if (cycles > 0)
     E->cpu_per_cycle = dt.cpu_us / (double)cycles;
-  measure_rate(E, now);
   E->windowed = NULL;
   E->window++;
-  E->window_cycles = now;
-  E->window_blocked = blocked_at(E, now);
-  E->window_time = now_time;
-  E->window_thread = pm_os_thread();
+  window_begin(E, &now_time);
+  measure_rate(E, E->window_cycles);
 }
 
 /* }====================================================== */
@@ -568,7 +585,8 @@ static void commit (pm_Engine *E, int kind) {
   per_cycle = E->cpu_per_cycle;
   if (per_cycle * E->cycles_per_us > 1)
     per_cycle = 1 / E->cycles_per_us;
-  /* the period's busy cycles in the window still open (none if just closed) */
+  /* the period's busy cycles in the window still open (none if just
+  ** closed: the next began after now, window_begin) */
   open = E->window_cycles >= E->period_cycles
              ? busy_cycles(E, now, E->window_cycles, E->window_blocked)
              : cycles;
@@ -613,15 +631,13 @@ static void commit (pm_Engine *E, int kind) {
 ** the counter's rate and, under a sampled monitor, the samples' span: a
 ** sample counts from where the process does. */
 static void restart (pm_Engine *E) {
-  uint32_t cpu;
-  E->period_cycles = E->window_cycles = E->rate_cycles = E->last =
-      read_cycles(E, &cpu);
-  E->last_cpu = cpu;
-  E->period_blocked = E->window_blocked = blocked_at(E, E->period_cycles);
-  E->last_alloc = E->period_alloc = E->allocs;
-  pm_cputime(&E->window_time);
-  E->window_thread = pm_os_thread();
+  pm_CpuTime t;
+  pm_cputime(&t); /* first: see window_begin */
+  window_begin(E, &t);
   E->rate_wall = pm_wall_us();
+  E->period_cycles = E->rate_cycles = E->window_cycles;
+  E->period_blocked = E->window_blocked;
+  E->last_alloc = E->period_alloc = E->allocs;
   window_set_limit(E);
   if (E->sampled)
     sample_mark(E);
@@ -682,12 +698,14 @@ void pm_sw_own (pm_Engine *E, int on) {
   }
   if (!E->own)
     return;
-  /* its cycles count as blocked, its CPU time moves the window's start */
+  /* its cycles count as blocked, its CPU time moves the window's start;
+  ** the CPU clock first, so that a preemption there is in its cycles
+  ** (window_begin) */
+  pm_cputime(&now);
   c = read_cycles(E, &cpu);
   settle(E, c, cpu);
   E->own = 0;
   slow_update(E);
-  pm_cputime(&now);
   if (c >= E->own_cycles)
     E->blocked_cycles += c - E->own_cycles;
   cputime_delta(&E->own_time, &now, &d);

@@ -276,6 +276,42 @@ static void test_window_shares (void) {
   unmonitor(JANK);
 }
 
+/* A preemption where the thread's CPU clock is read (Linux preempts a
+** thread whose slice is spent there) is in no window and no measure of
+** the counter's rate.  At a monitor's start, counted in the rate it made
+** the rate 6 times too high here, and windows 6 ms long.  At a window's
+** end, counted in the next window it was the first group's cycles: B,
+** called as A's window ends, would take 500 of the 800 µs of cycles of a
+** window where it ran 300 µs of A's 600 after it (the dispatching of
+** blame_spec, with A a library and B a plugin). */
+static void test_preempted_clock_read (void) {
+  pm_Group *a, *b;
+  const pm_Set *sa, *sb;
+  fake_preempt_in_cputime(10000);
+  monitor(JANK);
+  plugins(&a, &sa, &b, &sb);
+  fake_advance(2000, 2000);
+  pm_sw_snapshot(&E);
+  CHECK(E.cycles_per_us == FAKE_CYCLES_PER_US);
+  CHECK(pm_sw_event_begin(&E) == PM_OK);
+  call(sa);
+  fake_advance(1200, 1200);
+  fake_preempt_in_cputime(500); /* at the end of A's window, B's call */
+  call(sb);
+  fake_advance(300, 300);
+  ret();
+  fake_advance(600, 600);
+  ret();
+  CHECK(pm_sw_event_end(&E) == PM_OK);
+  pm_sw_snapshot(&E);
+  NEAR(self(b), 300);
+  NEAR(cpu(b), 300);
+  NEAR(self(a), 1800);
+  NEAR(cpu(a), 2100);
+  NEAR(E.process.cpu.cpu_us, 2000 + 2100);
+  unmonitor(JANK);
+}
+
 /* An event shorter than a window's limit leaves the window open: its
 ** groups' time is estimated at the last window's rate of CPU per cycle,
 ** and the next snapshot makes the totals exact. */
@@ -422,7 +458,8 @@ static void test_cpu_migration (void) {
 ** are in A (its resumer) and then B.  The contexts of its frames are made
 ** without a change, and one change, one clock read, goes from A's to the
 ** top one: A runs on, B starts, and B's start counts as a tick.  Back in
-** A's context, A alone runs. */
+** A's context, A alone runs.  (The counter's rate is measured first: till
+** then every change ends a window, which reads the counter again.) */
 static void test_switch (void) {
   pm_Group *a, *b;
   const pm_Set *sa, *sb;
@@ -430,6 +467,8 @@ static void test_switch (void) {
   uint64_t reads;
   monitor(JANK | TICKS);
   plugins(&a, &sa, &b, &sb);
+  fake_advance(2000, 2000);
+  pm_sw_snapshot(&E);
   CHECK(pm_sw_event_begin(&E) == PM_OK);
   call(sa);
   ca = E.ctx;
@@ -1511,6 +1550,7 @@ int main (void) {
       {"recursion", test_recursion},
       {"library", test_library},
       {"window_shares", test_window_shares},
+      {"preempted_clock_read", test_preempted_clock_read},
       {"open_window", test_open_window},
       {"idle_before_event", test_idle_before_event},
       {"nested_loop", test_nested_loop},

@@ -7,12 +7,16 @@
 
 static uint64_t cycles;
 static uint32_t cpu_id;
-static double wall_us, cpu_us;
+static double wall_us, cpu_us, preempt_us;
 
 void fake_advance (double wall, double cpu) {
   wall_us += wall;
   cycles += (uint64_t)(wall * FAKE_CYCLES_PER_US);
   cpu_us += cpu;
+}
+
+void fake_preempt_in_cputime (double wall) {
+  preempt_us = wall;
 }
 
 void fake_cpu (uint32_t cpu) {
@@ -31,6 +35,8 @@ void pm_cputime (pm_CpuTime *t) {
   t->cpu_us = cpu_us;
   t->user_us = cpu_us;
   t->system_us = 0;
+  fake_advance(preempt_us, 0);
+  preempt_us = 0;
 }
 
 double pm_wall_us (void) {

@@ -17,6 +17,9 @@
 /* wall_us of wall time pass, cpu_us of it on the thread's CPU (all user
 ** time): the cycle counter moves with the wall. */
 void fake_advance (double wall_us, double cpu_us);
+/* The next read of the thread's CPU clock is preempted for wall_us after
+** it reads: the wait Linux puts there when the thread's slice is spent. */
+void fake_preempt_in_cputime (double wall_us);
 /* The CPU the counter is read on from now (unsynchronised counters). */
 void fake_cpu (uint32_t cpu);
 
