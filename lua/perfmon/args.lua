@@ -13,12 +13,23 @@ function args.error(n, fname, msg, depth)
 end
 
 --- The reason of an argument error err that names fname ("bad argument
--- #n to 'fname' (reason)", with or without a position), or nil: a module
--- that passes its argument on names itself with the callee's reason.
+-- #n to 'fname' (reason)", with or without a position), or nil.
 function args.reason(err, fname)
   if type(err) ~= "string" then return nil end
   local name, why = err:match("bad argument #%d+ to '([^']*)' %((.*)%)$")
   return name == fname and why or nil
+end
+
+--- Returns callee(v) for argument n of fname, which passes v on to the
+-- function named cname: an argument error of cname's is raised again as
+-- fname's, at the line that called fname; any other error (memory) as it
+-- was.  Called from fname itself, not as its tail call.
+function args.pass_on(n, fname, v, callee, cname)
+  local ok, r = pcall(callee, v)
+  if ok then return r end
+  local why = args.reason(r, cname)
+  if why then args.error(n, fname, why, 2) end
+  error(r, 0)
 end
 
 --- Whether fn can be called: a function, or a value with __call.

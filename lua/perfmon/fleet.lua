@@ -26,14 +26,7 @@ function fleet.publish(snap, label)
   if label and label:find("\0", 1, true) then
     args.error(2, "perfmon.fleet.publish", ("the label holds a NUL byte: %q"):format(label))
   end
-  local ok, json = pcall(perfmon.json, snap)
-  if not ok then
-    -- perfmon.json's reason, its argument being this one; any other error
-    -- (memory) as it was
-    local why = args.reason(json, "perfmon.json")
-    if why then args.error(1, "perfmon.fleet.publish", why) end
-    error(json, 0)
-  end
+  local json = args.pass_on(1, "perfmon.fleet.publish", snap, perfmon.json, "perfmon.json")
   return core.fleet_publish(json, label or "")
 end
 

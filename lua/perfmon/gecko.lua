@@ -26,14 +26,7 @@ function gecko.encode(t)
   if type(t) ~= "table" then
     args.error(1, "perfmon.gecko.encode", "Gecko profile (a table) expected, got " .. type(t))
   end
-  local ok, json = pcall(text.json, t)
-  if not ok then
-    -- text.json's reason, its argument being this one; any other error
-    -- (memory) as it was
-    local why = args.reason(json, "perfmon.text.json")
-    if why then args.error(1, "perfmon.gecko.encode", why) end
-    error(json, 0)
-  end
+  local json = args.pass_on(1, "perfmon.gecko.encode", t, text.json, "perfmon.text.json")
   return json
 end
 
